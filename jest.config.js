@@ -1,0 +1,19 @@
+/** @type {import('jest').Config} */
+export default {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json', diagnostics: { ignoreCodes: [151002] } }],
+  },
+  moduleNameMapper: {
+    '^@stampeded/nestjs$': '<rootDir>/libs/stampeded/src/index.ts',
+    '^@stampeded/testing$': '<rootDir>/libs/testing/src/index.ts',
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+  },
+  testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/libs/**/src/**/*.spec.ts'],
+  globalSetup: '<rootDir>/test/setup/global-setup.mjs',
+  globalTeardown: '<rootDir>/test/setup/global-teardown.mjs',
+  testTimeout: 60_000,
+  maxWorkers: 2,
+  modulePathIgnorePatterns: ['<rootDir>/.*/dist/'],
+};

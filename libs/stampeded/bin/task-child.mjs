@@ -1,0 +1,68 @@
+// Runs one job of a task declared with isolation: 'process', in a process of
+// its own: a crash, a leak or a hang here ends this process, not the worker.
+// Plain JavaScript, so that it runs wherever the worker does.
+import { pathToFileURL } from 'node:url';
+
+let controller = new AbortController();
+let nextRequest = 1;
+const waiting = new Map();
+
+function request(type, payload) {
+  const id = nextRequest++;
+  return new Promise((resolve, reject) => {
+    waiting.set(id, { resolve, reject });
+    process.send({ type, id, payload });
+  });
+}
+
+function serialiseError(err) {
+  if (err instanceof Error) {
+    return {
+      name: err.name,
+      message: err.message,
+      stack: err.stack,
+      delayMs: typeof err.delayMs === 'number' ? err.delayMs : undefined,
+    };
+  }
+  return { name: 'Error', message: String(err) };
+}
+
+process.on('message', async (message) => {
+  if (message.type === 'abort') {
+    controller.abort(new Error(message.reason ?? 'aborted'));
+    return;
+  }
+  if (message.type === 'reply') {
+    const entry = waiting.get(message.id);
+    waiting.delete(message.id);
+    if (message.error) entry?.reject(Object.assign(new Error(message.error.message), { name: message.error.name }));
+    else entry?.resolve(message.value);
+    return;
+  }
+  if (message.type !== 'run') return;
+  const { file, exportName, args, ctx } = message;
+  try {
+    const mod = await import(file.startsWith('file:') ? file : pathToFileURL(file).href);
+    const context = {
+      ...ctx,
+      signal: controller.signal,
+      touch: () => request('touch'),
+      saveCheckpoint: (state) => request('saveCheckpoint', state),
+    };
+    let result;
+    if (exportName) {
+      const Task = mod[exportName];
+      if (typeof Task !== 'function') throw new Error(`${file} does not export ${exportName}`);
+      result = await new Task().handle(args, context);
+    } else {
+      const fn = typeof mod.default === 'function' ? mod.default : mod.handle;
+      if (typeof fn !== 'function') throw new Error(`${file} has no default export function (args, ctx) => ...`);
+      result = await fn(args, context);
+    }
+    process.send({ type: 'done', result: result === undefined ? null : result }, () => process.exit(0));
+  } catch (err) {
+    process.send({ type: 'error', error: serialiseError(err) }, () => process.exit(0));
+  }
+});
+
+process.send({ type: 'ready' });

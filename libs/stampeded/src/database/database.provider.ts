@@ -1,0 +1,68 @@
+import { Logger, type Provider } from '@nestjs/common';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { PoolConfig } from 'pg';
+import type { DataSource } from 'typeorm';
+import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_NOT_MIGRATED } from '../stampeded.messages.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { assertServerVersion, LATEST_VERSION, appliedVersions } from '../sql/migrations/migrations.js';
+import { migrate } from '../sql/migrations/migrate.js';
+import { StampededDatabase } from './stampeded-database.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+
+const logger = new Logger('Stampeded');
+
+function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource | undefined): PoolConfig {
+  if (options.connection) {
+    const { url, ...rest } = options.connection;
+    return url ? { connectionString: url, ...rest } : rest;
+  }
+  if (!dataSource) throw new StampededConfigError(NO_DATA_SOURCE(options.dataSource));
+  if (dataSource.options.type !== 'postgres') throw new StampededConfigError(NOT_POSTGRES(dataSource.options.type));
+  const master = (dataSource.driver as unknown as { master?: { options?: PoolConfig } }).master;
+  if (!master?.options) throw new StampededConfigError(NO_DATA_SOURCE(options.dataSource));
+  // The app's connection settings (host, credentials, ssl, ...), in a pool of our own.
+  const { max: _max, min: _min, ...config } = master.options;
+  return config;
+}
+
+/**
+ * Builds Stampeded's pool from the app's TypeORM DataSource (the default, or
+ * the one named) or from `connection`, and checks -- or with migrations:
+ * 'auto', brings -- the schema up to date before anything else runs.
+ */
+export function createDatabaseProvider(dataSourceName?: string): Provider {
+  return {
+    provide: StampededDatabase,
+    inject: [STAMPEDED_OPTIONS, { token: getDataSourceToken(dataSourceName), optional: true }],
+    useFactory: async (options: StampededModuleOptions, dataSource?: DataSource) => {
+      const schema = options.schema ?? 'public';
+      const config: PoolConfig = {
+        ...poolConfigFrom(options, dataSource),
+        max: options.poolSize ?? 10,
+        application_name: 'stampeded',
+      };
+      const db = new StampededDatabase(config, schema);
+      try {
+        const run = async (text: string, params?: unknown[]) => db.raw(text, params);
+        await assertServerVersion(run);
+        if (options.migrations === 'auto') {
+          const applied = await migrate(config, { schema });
+          if (applied.length) logger.log(`migrated schema "${schema}": ${applied.map((m) => `${m.version}_${m.name}`).join(', ')}`);
+        }
+        const versions = await appliedVersions(run, schema);
+        if (!versions.includes(1)) throw new StampededConfigError(SCHEMA_NOT_MIGRATED(schema));
+        if (!versions.includes(LATEST_VERSION)) {
+          throw new StampededConfigError(
+            `Schema "${schema}" is at Stampeded migration ${Math.max(...versions)}, and this version needs ${LATEST_VERSION}. ` +
+              `Run the pending migrations (migrations: 'auto', migrate(), or \`stampeded migrate\`).`,
+          );
+        }
+        return db;
+      } catch (err) {
+        await db.close();
+        throw err;
+      }
+    },
+  };
+}

@@ -1,0 +1,90 @@
+import pg from 'pg';
+import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
+import { qualify, quoteIdent, type Statement } from '../sql/statement.js';
+
+/** SQLSTATEs worth one more try: the transaction lost a race, not an argument. */
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
+
+/**
+ * Stampeded's own connections to the database: a pool for statements, and
+ * fresh clients for LISTEN. Its own, rather than the app's TypeORM pool,
+ * because the worker holds a connection to LISTEN and claims in a tight loop:
+ * neither should queue behind the app's requests, nor starve them.
+ */
+export class StampededDatabase {
+  readonly pool: Pool;
+  private readonly qualified = new Map<Statement, Statement>();
+  private closed = false;
+
+  constructor(
+    private readonly config: PoolConfig,
+    readonly schema: string,
+  ) {
+    this.pool = new pg.Pool(config);
+    // An idle client that loses its connection (a restarted server) emits
+    // here; without a listener that error would take the process down.
+    this.pool.on('error', () => {});
+  }
+
+  get channelPrefix(): string {
+    return this.schema;
+  }
+
+  /** The statement bound to this install's schema, built once. */
+  statement(statement: Statement): Statement {
+    let bound = this.qualified.get(statement);
+    if (!bound) {
+      bound = qualify(statement, this.schema);
+      this.qualified.set(statement, bound);
+    }
+    return bound;
+  }
+
+  async query<Row extends QueryResultRow = QueryResultRow>(statement: Statement, values: unknown[] = []): Promise<Row[]> {
+    const bound = this.statement(statement);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await this.pool.query<Row>({ name: bound.name, text: bound.text, values });
+        return result.rows;
+      } catch (err) {
+        if (attempt < 3 && RETRYABLE_SQLSTATES.has((err as { code?: string }).code ?? '')) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** Runs unprepared SQL text: migrations, DDL, one-off reports. */
+  async raw<Row extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<Row[]> {
+    return (await this.pool.query<Row>(text, values)).rows;
+  }
+
+  async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** A client outside the pool, for LISTEN: it must stay on one connection. */
+  newClient(): pg.Client {
+    return new pg.Client(this.config);
+  }
+
+  quotedSchema(): string {
+    return quoteIdent(this.schema);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}

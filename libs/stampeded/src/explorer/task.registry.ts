@@ -1,0 +1,60 @@
+import { Injectable, type Type } from '@nestjs/common';
+import { DUPLICATE_TASK, NOT_A_TASK_CLASS, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { TASK_METADATA } from '../stampeded.constants.js';
+import { validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
+import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
+
+export interface RegisteredTask {
+  metadata: TaskMetadata;
+  instance: TaskHandler<any>;
+  className: string;
+  classRef: Type<unknown>;
+}
+
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'declaredIn'] as const;
+
+/** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
+@Injectable()
+export class TaskRegistry {
+  private readonly tasks = new Map<string, RegisteredTask>();
+
+  register(classRef: Type<unknown>, instance: unknown, metadata: TaskMetadata): void {
+    const className = classRef.name;
+    const where = `@Task('${metadata.name}') on ${className}`;
+    if (typeof metadata.name !== 'string' || metadata.name.length === 0) {
+      throw new StampededConfigError(`@Task() on ${className} needs a name: @Task('send-email').`);
+    }
+    validateJobOptions(where, metadata, TASK_OPTION_NAMES);
+    if (metadata.isolation !== undefined && metadata.isolation !== 'none' && metadata.isolation !== 'process') {
+      throw new StampededConfigError(`${where}: isolation must be 'none' or 'process', got ${JSON.stringify(metadata.isolation)}.`);
+    }
+    if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
+      throw new StampededConfigError(TASK_WITHOUT_HANDLE(className, metadata.name));
+    }
+    const existing = this.tasks.get(metadata.name);
+    if (existing && existing.classRef !== classRef) {
+      throw new StampededConfigError(DUPLICATE_TASK(metadata.name, existing.className, className));
+    }
+    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef });
+  }
+
+  get(name: string): RegisteredTask | undefined {
+    return this.tasks.get(name);
+  }
+
+  names(): string[] {
+    return [...this.tasks.keys()];
+  }
+
+  all(): RegisteredTask[] {
+    return [...this.tasks.values()];
+  }
+
+  /** The task name a @Task class was registered under. */
+  nameOf(classRef: Type<unknown>): string {
+    const metadata = Reflect.getMetadata(TASK_METADATA, classRef) as TaskMetadata | undefined;
+    if (!metadata) throw new StampededConfigError(NOT_A_TASK_CLASS(classRef.name));
+    return metadata.name;
+  }
+}

@@ -1,0 +1,35 @@
+export { StampededModule, StampededQueueModule } from './stampeded.module.js';
+export { QueueService } from './queue/queue.service.js';
+export type { ArgsOf, CancelResult, EnqueueManyItem, RetryResult } from './queue/queue.service.js';
+export { Queue } from './queue/queue.js';
+export { Task } from './decorators/task.decorator.js';
+export { OnJobEvent } from './decorators/on-job-event.decorator.js';
+export type { OnJobEventFilter } from './decorators/on-job-event.decorator.js';
+export { InjectQueue, getQueueToken } from './decorators/inject-queue.decorator.js';
+export { JobEvents } from './events/job-events.js';
+export { WorkerOrchestrator } from './worker/worker.orchestrator.js';
+export type { DrainOptions, DrainResult } from './worker/worker.orchestrator.js';
+export { JobAbortedError } from './worker/worker.js';
+export { retryDelayMs } from './worker/backoff.js';
+export { WorkerExitedError } from './isolation/process-task.runner.js';
+export { StampededDatabase } from './database/stampeded-database.js';
+export { migrate } from './sql/migrations/migrate.js';
+export type { MigrateOptions, MigrateTarget } from './sql/migrations/migrate.js';
+export { stampededMigrations } from './sql/migrations/typeorm-migrations.js';
+export { MIGRATION_FILES, LATEST_VERSION } from './sql/migrations/migrations.js';
+export type { MigrationFile } from './sql/migrations/migrations.js';
+export {
+  StampededConfigError,
+  InvalidJobError,
+  UnrecoverableError,
+  RetryAfterError,
+  CheckpointError,
+} from './errors/stampeded.errors.js';
+export { DEFAULT_QUEUE, RUNTIME_META_KEY, LIMITS, SCHEMA_DEFAULTS } from './stampeded.constants.js';
+export type * from './interfaces/stampeded-options.interface.js';
+export type * from './interfaces/job-options.interface.js';
+export type * from './interfaces/job.interface.js';
+export type * from './interfaces/task.interface.js';
+export type * from './interfaces/job-event.interface.js';
+export { JOB_STATES } from './interfaces/job.interface.js';
+export { toJob } from './queue/job.mapper.js';

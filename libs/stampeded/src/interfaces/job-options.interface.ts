@@ -1,0 +1,42 @@
+import type { EntityManager } from 'typeorm';
+
+export type DedupPeriod = 'minute' | 'hour' | 'day' | 'week' | 'month';
+
+/** The options a job carries, whoever sets them: @Task(), registerQueue(), forRoot() or enqueue(). */
+export interface JobOptions {
+  queue?: string;
+  /** Lower runs first (the claim orders by priority ascending). smallint. */
+  priority?: number;
+  maxAttempts?: number;
+  /** Seconds since the last touch after which a running job has timed out. */
+  expireSeconds?: number;
+  backoff?: { baseMs?: number; maxMs?: number };
+  /** How many times the job may take its worker down with it. */
+  maxInterruptions?: number;
+  /** How many times the runtime may decline to run it (throttled, breaker open). */
+  maxDeferrals?: number;
+  /** Where a copy goes, with provenance, when the job fails terminally. */
+  deadLetterQueue?: string;
+}
+
+export interface EnqueueOptions extends JobOptions {
+  /** Run no earlier than this instant. */
+  runAt?: Date;
+  /** Run no earlier than this many milliseconds from now, by the database's clock. */
+  delayMs?: number;
+  tenantId?: string;
+  /** The downstream the job talks to (an API, a host), for circuit breakers. */
+  destination?: string;
+  /** This runtime's context for the job; stored under meta.nestjs. */
+  meta?: Record<string, unknown>;
+  /** At most one pending job per scope (and per period, when one is given). */
+  dedup?: { scope: string; period?: DedupPeriod };
+  /** Insert inside this transaction: a rollback leaves no job. */
+  manager?: EntityManager;
+}
+
+export interface EnqueueResult {
+  id: string;
+  /** True when a pending job with the same dedup scope existed: its id is returned and nothing was inserted. */
+  deduplicated: boolean;
+}

@@ -1,0 +1,74 @@
+export type JobState = 'available' | 'claimed' | 'executing' | 'retryable' | 'completed' | 'discarded' | 'cancelled';
+
+export type FailureKind =
+  | 'raised'
+  | 'timed_out'
+  | 'heartbeat_lost'
+  | 'worker_exited'
+  | 'worker_missing'
+  | 'breaker_open'
+  | 'throttled'
+  | 'cancelled'
+  | 'unrecoverable';
+
+export const JOB_STATES: readonly JobState[] = [
+  'available',
+  'claimed',
+  'executing',
+  'retryable',
+  'completed',
+  'discarded',
+  'cancelled',
+];
+
+export interface JobErrorEntry {
+  at: string;
+  attempt: number;
+  kind: FailureKind;
+  message: string;
+  destination: string | null;
+  exit_status: number | null;
+}
+
+/** A row of stampeded_jobs, as the runtime hands it out. */
+export interface Job<Args extends object = Record<string, unknown>> {
+  id: string;
+  queue: string;
+  tenantId: string | null;
+  task: string;
+  args: Args;
+  meta: Record<string, unknown>;
+  state: JobState;
+  priority: number;
+  destination: string | null;
+  scheduledAt: Date;
+  expireSeconds: number;
+  heartbeatAt: Date | null;
+  attempt: number;
+  maxAttempts: number;
+  attemptedBy: string[];
+  interruptions: number;
+  maxInterruptions: number;
+  deferrals: number;
+  maxDeferrals: number;
+  checkpoint: unknown;
+  checkpointAt: Date | null;
+  checkpointSeq: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  claimedBy: string | null;
+  claimedAt: Date | null;
+  dedupScope: string | null;
+  dedupPeriod: string | null;
+  failureKind: FailureKind | null;
+  lastError: string | null;
+  errors: JobErrorEntry[];
+  deadLetterQueue: string | null;
+  sourceId: string | null;
+  sourceQueue: string | null;
+  sourceAttempts: number | null;
+  insertedAt: Date;
+  finishedAt: Date | null;
+}
+
+export type QueueCounts = Record<JobState, number>;

@@ -1,0 +1,71 @@
+import type { ModuleMetadata, Type } from '@nestjs/common';
+import type { PoolConfig } from 'pg';
+import type { JobOptions } from './job-options.interface.js';
+
+export interface WorkerOptions {
+  /** Run jobs in this process. `false` for API-only processes: they still enqueue. Default true. */
+  enabled?: boolean;
+  /** Handlers running at once in this process. Default 10. */
+  concurrency?: number;
+  /** Queues to claim from. Default: every queue that a discovered task or registerQueue() names. */
+  queues?: string[];
+  /** Poll for due jobs this often, for future runAt and lost notifications. Default 1000 ms. */
+  pollIntervalMs?: number;
+  /** On shutdown, how long running handlers may finish before they are aborted. Default 10000 ms. */
+  shutdownTimeoutMs?: number;
+  /** How often the worker row's heartbeat is written. Default 5000 ms. */
+  heartbeatIntervalMs?: number;
+  /**
+   * Jobs claimed ahead of free slots, so that a finished handler starts the
+   * next job without waiting for a round trip. Default: concurrency.
+   */
+  prefetch?: number;
+  /** Most jobs one claim statement takes. Default 100. */
+  claimBatchSize?: number;
+  /** Most outcomes one completion statement records. Default 500. */
+  completionBatchSize?: number;
+  /** Free-form metadata stored on the worker's row. */
+  metadata?: Record<string, unknown>;
+}
+
+export interface ConnectionOptions extends PoolConfig {
+  /** A postgres:// connection string. */
+  url?: string;
+}
+
+export interface StampededModuleOptions {
+  /** The Postgres schema Stampeded's tables live in. Default: `public`. */
+  schema?: string;
+  /** Name of the app's TypeORM DataSource to use. Default: the default DataSource. */
+  dataSource?: string;
+  /** A connection of Stampeded's own, instead of the app's DataSource. */
+  connection?: ConnectionOptions;
+  /** `'auto'` runs pending migrations at startup. Default: none (run them yourself). */
+  migrations?: 'auto' | 'none';
+  /** Size of Stampeded's own connection pool. Default 10. */
+  poolSize?: number;
+  worker?: WorkerOptions;
+  /** Defaults for every job this app enqueues; a task's and an enqueue's options win. */
+  defaultJobOptions?: JobOptions;
+}
+
+export interface StampededModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
+  useFactory?: (...args: any[]) => StampededModuleOptions | Promise<StampededModuleOptions>;
+  inject?: any[];
+  useClass?: Type<StampededOptionsFactory>;
+  useExisting?: Type<StampededOptionsFactory>;
+}
+
+export interface StampededOptionsFactory {
+  createStampededOptions(): StampededModuleOptions | Promise<StampededModuleOptions>;
+}
+
+export interface RegisterQueueOptions {
+  name: string;
+  /** An UNLOGGED partition: fast, and emptied by a crash. See the README before using it. */
+  unlogged?: boolean;
+  /** Handlers of this queue running at once in this process. Default: the worker's concurrency. */
+  concurrency?: number;
+  /** Defaults for every job enqueued on this queue. */
+  defaultJobOptions?: JobOptions;
+}

@@ -1,0 +1,47 @@
+import type { JobOptions } from './job-options.interface.js';
+
+export interface TaskOptions extends JobOptions {
+  /**
+   * `'process'` runs each job in a child process of its own, so that a crash,
+   * a leak or a hang takes down the child and not the worker. The handler
+   * then runs without dependency injection: see processFile.
+   */
+  isolation?: 'none' | 'process';
+  /**
+   * For isolation 'process': a module whose default export is
+   * `(args, ctx) => Promise<unknown>`. Without it, the child imports the
+   * module that declared the task class and calls `new Class().handle()`.
+   */
+  processFile?: string | URL;
+}
+
+export interface TaskMetadata extends TaskOptions {
+  name: string;
+  /** Where the class was declared, for isolation 'process'. */
+  declaredIn?: string;
+}
+
+export interface JobContext {
+  readonly id: string;
+  readonly queue: string;
+  readonly task: string;
+  /** 1 on the first run. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly tenantId: string | null;
+  readonly destination: string | null;
+  /** The job's whole meta object; this runtime's own context is under `nestjs`. */
+  readonly meta: Readonly<Record<string, unknown>>;
+  /** Fires when the job times out, is cancelled, is lost to the reaper, or the worker shuts down. */
+  readonly signal: AbortSignal;
+  /** The last checkpoint a previous run saved, or null. */
+  readonly checkpoint: unknown;
+  /** Says "still working": pushes the expiry deadline back by expireSeconds. Resolves false if the job is no longer ours. */
+  touch(): Promise<boolean>;
+  /** Saves state for a re-run to resume from (64 KB at most); also counts as a touch and resets the interruption budget. */
+  saveCheckpoint(state: unknown): Promise<void>;
+}
+
+export interface TaskHandler<Args extends object = Record<string, unknown>, Result = unknown> {
+  handle(args: Args, ctx: JobContext): Promise<Result> | Result;
+}

@@ -1,0 +1,101 @@
+import { fork } from 'node:child_process';
+import { constants } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
+import { PROCESS_FILE_NOT_FOUND } from '../stampeded.messages.js';
+import type { RegisteredTask } from '../explorer/task.registry.js';
+import type { Job } from '../interfaces/job.interface.js';
+import type { JobContext } from '../interfaces/task.interface.js';
+
+/** The child died before answering: the job failed with `worker_exited`. */
+export class WorkerExitedError extends Error {
+  override name = 'WorkerExitedError';
+  readonly workerExited = true;
+  constructor(
+    message: string,
+    readonly exitStatus: number,
+  ) {
+    super(message);
+  }
+}
+
+function childScript(): string {
+  // src/isolation and dist/isolation both sit two levels below the package root.
+  return fileURLToPath(new URL('../../bin/task-child.mjs', import.meta.url));
+}
+
+/**
+ * Runs a job of an isolation: 'process' task in a child process of its own,
+ * one per job: a segfault, an out-of-memory kill or process.exit() ends the
+ * child, and the worker records `worker_exited` with the exit status (128 +
+ * the signal number for a signal, as a shell reports it).
+ */
+export class ProcessTaskRunner {
+  run(task: RegisteredTask, job: Job, ctx: JobContext, signal: AbortSignal): Promise<unknown> {
+    const file = task.metadata.processFile
+      ? String(task.metadata.processFile)
+      : task.metadata.declaredIn;
+    if (!file) throw new Error(PROCESS_FILE_NOT_FOUND(task.metadata.name, '(unknown)'));
+    const exportName = task.metadata.processFile ? undefined : task.className;
+
+    return new Promise((resolve, reject) => {
+      const child = fork(childScript(), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+      let answered = false;
+      const onAbort = () => {
+        if (child.connected) child.send({ type: 'abort', reason: String((signal.reason as Error)?.message ?? 'aborted') });
+        // A child that ignores its signal is stopped after a grace period.
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+
+      child.on('message', async (message: any) => {
+        if (message.type === 'ready') {
+          child.send({
+            type: 'run',
+            file,
+            exportName,
+            args: job.args,
+            ctx: {
+              id: ctx.id, queue: ctx.queue, task: ctx.task, attempt: ctx.attempt, maxAttempts: ctx.maxAttempts,
+              tenantId: ctx.tenantId, destination: ctx.destination, meta: ctx.meta, checkpoint: ctx.checkpoint,
+            },
+          });
+        } else if (message.type === 'touch' || message.type === 'saveCheckpoint') {
+          try {
+            const value = message.type === 'touch' ? await ctx.touch() : await ctx.saveCheckpoint(message.payload);
+            if (child.connected) child.send({ type: 'reply', id: message.id, value: value ?? null });
+          } catch (err) {
+            if (child.connected) child.send({ type: 'reply', id: message.id, error: { name: (err as Error).name, message: (err as Error).message } });
+          }
+        } else if (message.type === 'done') {
+          answered = true;
+          resolve(message.result);
+        } else if (message.type === 'error') {
+          answered = true;
+          reject(reviveError(message.error));
+        }
+      });
+      child.on('exit', (code, sig) => {
+        signal.removeEventListener('abort', onAbort);
+        if (answered) return;
+        const status = code ?? 128 + (sig ? (constants.signals[sig] ?? 0) : 0);
+        reject(new WorkerExitedError(`task process exited with status ${status}${sig ? ` (${sig})` : ''} before finishing job ${job.id}`, status));
+      });
+      child.on('error', (err) => {
+        if (!answered) reject(err);
+      });
+    });
+  }
+}
+
+function reviveError(e: { name: string; message: string; stack?: string; delayMs?: number }): Error {
+  let err: Error;
+  if (e.name === 'UnrecoverableError') err = new UnrecoverableError(e.message);
+  else if (e.name === 'RetryAfterError' && typeof e.delayMs === 'number') err = new RetryAfterError(e.delayMs, e.message);
+  else {
+    err = new Error(e.message);
+    err.name = e.name;
+  }
+  if (e.stack) err.stack = e.stack;
+  return err;
+}

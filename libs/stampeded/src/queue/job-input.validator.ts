@@ -1,0 +1,261 @@
+import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY, SCHEMA_DEFAULTS } from '../stampeded.constants.js';
+import { INVALID_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { InvalidJobError } from '../errors/stampeded.errors.js';
+import type { DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
+
+/** One job, validated and with every column the insert lists filled. */
+export interface JobRow {
+  queue: string;
+  task: string;
+  args: string; // JSON text, already validated
+  meta: string;
+  tenant_id: string | null;
+  priority: number;
+  destination: string | null;
+  run_at: string | null;
+  delay_ms: number | null;
+  expire_seconds: number;
+  max_attempts: number;
+  backoff_base_ms: number;
+  backoff_max_ms: number;
+  max_interruptions: number;
+  max_deferrals: number;
+  dedup_scope: string | null;
+  dedup_period: DedupPeriod | null;
+  dead_letter_queue: string | null;
+}
+
+export const JOB_OPTION_NAMES = [
+  'queue',
+  'priority',
+  'maxAttempts',
+  'expireSeconds',
+  'backoff',
+  'maxInterruptions',
+  'maxDeferrals',
+  'deadLetterQueue',
+] as const;
+
+export const ENQUEUE_OPTION_NAMES = [
+  ...JOB_OPTION_NAMES,
+  'runAt',
+  'delayMs',
+  'tenantId',
+  'destination',
+  'meta',
+  'dedup',
+  'manager',
+] as const;
+
+const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];
+const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
+
+function fail(where: string, option: string, problem: string): never {
+  throw new InvalidJobError(INVALID_OPTION(where, option, problem));
+}
+
+function rejectUnknown(where: string, given: object, allowed: readonly string[]): void {
+  const unknown = Object.keys(given).filter((k) => !allowed.includes(k));
+  if (unknown.length) throw new InvalidJobError(UNKNOWN_OPTIONS(where, unknown, allowed));
+}
+
+function integerIn(where: string, option: string, value: unknown, min: number, max: number, column: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(where, option, `must be an integer from ${min} to ${max} (the ${column} column), got ${describe(value)}`);
+  }
+  return value;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value;
+}
+
+export function validateQueueName(where: string, option: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) fail(where, option, `must be a non-empty string, got ${describe(value)}`);
+  if (value.length > LIMITS.queueNameLength || !QUEUE_NAME.test(value)) {
+    fail(
+      where,
+      option,
+      `must be 1 to ${LIMITS.queueNameLength} characters of letters, digits, "_", ".", ":" or "-", starting with a letter or digit ` +
+        `(it names a Postgres partition, whose name is limited to 63 bytes), got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+function nonEmptyString(where: string, option: string, value: unknown, maxLength = 1000): string {
+  if (typeof value !== 'string' || value.length === 0) fail(where, option, `must be a non-empty string, got ${describe(value)}`);
+  if (value.length > maxLength) fail(where, option, `must be at most ${maxLength} characters, got ${value.length}`);
+  if (!value.isWellFormed() || value.includes('\u0000')) {
+    fail(where, option, 'contains a NUL character or an unpaired surrogate, which PostgreSQL text cannot store');
+  }
+  return value;
+}
+
+/**
+ * Serialises a JSON object the way PostgreSQL will accept it, or says why not.
+ * jsonb refuses \u0000 and unpaired surrogates that JSON.stringify happily
+ * writes; finding that out from the server means an error that names neither
+ * the job nor the field.
+ */
+export function toJsonObject(where: string, option: string, value: unknown, maxBytes: number): string {
+  if (value === undefined) return '{}';
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    fail(where, option, `must be a plain JSON object (named arguments), got ${describe(value)}; wrap it: { value: ... }`);
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) {
+    fail(where, option, `must be a plain JSON object, got an instance of ${(value as object).constructor?.name ?? 'a class'}; pass its fields instead`);
+  }
+  checkJsonValue(where, option, value, 0, new Set());
+  const text = JSON.stringify(value);
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    fail(where, option, `is ${bytes} bytes as JSON, over the ${maxBytes}-byte limit; store large payloads elsewhere and pass a reference`);
+  }
+  return text;
+}
+
+function checkJsonValue(where: string, path: string, value: unknown, depth: number, seen: Set<object>): void {
+  if (depth > LIMITS.jsonDepth) fail(where, path, `is nested more than ${LIMITS.jsonDepth} levels deep; flatten it`);
+  switch (typeof value) {
+    case 'string':
+      if (value.includes('\u0000') || !value.isWellFormed()) {
+        fail(where, path, 'contains a NUL character or an unpaired surrogate, which PostgreSQL jsonb cannot store');
+      }
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) fail(where, path, `is ${value}, which JSON cannot represent`);
+      return;
+    case 'boolean':
+      return;
+    case 'object': {
+      if (value === null) return;
+      if (seen.has(value)) fail(where, path, 'refers to itself (a cycle), which JSON cannot represent');
+      if (value instanceof Date) return;
+      seen.add(value);
+      if (Array.isArray(value)) value.forEach((item, i) => checkJsonValue(where, `${path}[${i}]`, item, depth + 1, seen));
+      else {
+        for (const [key, item] of Object.entries(value)) {
+          if (key.includes('\u0000') || !key.isWellFormed()) fail(where, `${path} key ${JSON.stringify(key)}`, 'cannot be stored by PostgreSQL jsonb');
+          if (item !== undefined && typeof item !== 'function') checkJsonValue(where, `${path}.${key}`, item, depth + 1, seen);
+        }
+      }
+      seen.delete(value);
+      return;
+    }
+    case 'undefined':
+    case 'function':
+      return; // dropped by JSON.stringify, as in any JSON API
+    default:
+      fail(where, path, `is a ${typeof value}, which JSON cannot represent; convert it (a bigint to a string, say)`);
+  }
+}
+
+/** Validates options that @Task(), registerQueue() and forRoot() may set; returns them unchanged. */
+export function validateJobOptions(where: string, options: JobOptions | undefined, allowed: readonly string[] = JOB_OPTION_NAMES): JobOptions {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object') fail(where, 'options', `must be an object, got ${describe(options)}`);
+  rejectUnknown(where, options, allowed);
+  const { smallint, integer } = LIMITS;
+  if (options.queue !== undefined) validateQueueName(where, 'queue', options.queue);
+  if (options.priority !== undefined) integerIn(where, 'priority', options.priority, smallint.min, smallint.max, 'smallint priority');
+  if (options.maxAttempts !== undefined) integerIn(where, 'maxAttempts', options.maxAttempts, 1, smallint.max, 'smallint max_attempts');
+  if (options.expireSeconds !== undefined) integerIn(where, 'expireSeconds', options.expireSeconds, 1, integer.max, 'integer expire_seconds');
+  if (options.maxInterruptions !== undefined) integerIn(where, 'maxInterruptions', options.maxInterruptions, 0, smallint.max, 'smallint max_interruptions');
+  if (options.maxDeferrals !== undefined) integerIn(where, 'maxDeferrals', options.maxDeferrals, 0, smallint.max, 'smallint max_deferrals');
+  if (options.backoff !== undefined) {
+    if (options.backoff === null || typeof options.backoff !== 'object') fail(where, 'backoff', 'must be an object { baseMs?, maxMs? }');
+    rejectUnknown(`${where} backoff`, options.backoff, ['baseMs', 'maxMs']);
+    if (options.backoff.baseMs !== undefined) integerIn(where, 'backoff.baseMs', options.backoff.baseMs, 1, smallint.max, 'smallint backoff_base_ms');
+    if (options.backoff.maxMs !== undefined) integerIn(where, 'backoff.maxMs', options.backoff.maxMs, 1, integer.max, 'integer backoff_max_ms');
+  }
+  if (options.deadLetterQueue !== undefined) validateQueueName(where, 'deadLetterQueue', options.deadLetterQueue);
+  return options;
+}
+
+/**
+ * Merges the layers of defaults (module, queue, task) under the enqueue's own
+ * options and turns them into one insertable row, or throws before anything
+ * is written.
+ */
+export function buildJobRow(
+  where: string,
+  task: string,
+  args: unknown,
+  options: EnqueueOptions,
+  defaults: JobOptions[],
+): JobRow {
+  nonEmptyString(where, 'task', task, 1000);
+  validateJobOptions(where, options, ENQUEUE_OPTION_NAMES);
+  const merged: JobOptions = {};
+  for (const layer of [...defaults, options]) {
+    for (const [key, value] of Object.entries(layer)) {
+      if (value === undefined) continue;
+      if (key === 'backoff') merged.backoff = { ...merged.backoff, ...(value as JobOptions['backoff']) };
+      else (merged as Record<string, unknown>)[key] = value;
+    }
+  }
+  const queue = merged.queue ?? DEFAULT_QUEUE;
+  validateQueueName(where, 'queue', queue);
+
+  if (options.runAt !== undefined && options.delayMs !== undefined) fail(where, 'runAt', 'and delayMs cannot both be set; pick one');
+  let runAt: string | null = null;
+  if (options.runAt !== undefined) {
+    if (!(options.runAt instanceof Date) || Number.isNaN(options.runAt.getTime())) fail(where, 'runAt', `must be a valid Date, got ${describe(options.runAt)}`);
+    runAt = options.runAt.toISOString();
+  }
+  if (options.delayMs !== undefined) {
+    if (typeof options.delayMs !== 'number' || !Number.isFinite(options.delayMs) || options.delayMs < 0) {
+      fail(where, 'delayMs', `must be a finite number of milliseconds, 0 or more, got ${describe(options.delayMs)}`);
+    }
+  }
+  const tenantId = options.tenantId === undefined ? null : nonEmptyString(where, 'tenantId', options.tenantId);
+  const destination = options.destination === undefined ? null : nonEmptyString(where, 'destination', options.destination);
+
+  let dedupScope: string | null = null;
+  let dedupPeriod: DedupPeriod | null = null;
+  if (options.dedup !== undefined) {
+    if (options.dedup === null || typeof options.dedup !== 'object') fail(where, 'dedup', 'must be an object { scope, period? }');
+    rejectUnknown(`${where} dedup`, options.dedup, ['scope', 'period']);
+    dedupScope = nonEmptyString(where, 'dedup.scope', options.dedup.scope, LIMITS.dedupScopeBytes);
+    if (options.dedup.period !== undefined) {
+      if (!DEDUP_PERIODS.includes(options.dedup.period)) {
+        fail(where, 'dedup.period', `must be one of ${DEDUP_PERIODS.join(', ')}, got ${describe(options.dedup.period)}`);
+      }
+      dedupPeriod = options.dedup.period;
+    }
+  }
+
+  if (merged.deadLetterQueue !== undefined && merged.deadLetterQueue === queue) {
+    fail(where, 'deadLetterQueue', `is the job's own queue "${queue}"; a dead letter must go elsewhere, or leave it unset`);
+  }
+
+  const baseMs = merged.backoff?.baseMs ?? SCHEMA_DEFAULTS.backoffBaseMs;
+  const maxMs = merged.backoff?.maxMs ?? SCHEMA_DEFAULTS.backoffMaxMs;
+  const meta = options.meta === undefined ? '{}' : `{"${RUNTIME_META_KEY}":${toJsonObject(where, 'meta', options.meta, LIMITS.metaBytes)}}`;
+
+  return {
+    queue,
+    task,
+    args: toJsonObject(where, 'args', args === undefined ? {} : args, LIMITS.argsBytes),
+    meta,
+    tenant_id: tenantId,
+    priority: merged.priority ?? SCHEMA_DEFAULTS.priority,
+    destination,
+    run_at: runAt,
+    delay_ms: options.delayMs ?? null,
+    expire_seconds: merged.expireSeconds ?? SCHEMA_DEFAULTS.expireSeconds,
+    max_attempts: merged.maxAttempts ?? SCHEMA_DEFAULTS.maxAttempts,
+    backoff_base_ms: baseMs,
+    backoff_max_ms: maxMs,
+    max_interruptions: merged.maxInterruptions ?? SCHEMA_DEFAULTS.maxInterruptions,
+    max_deferrals: merged.maxDeferrals ?? SCHEMA_DEFAULTS.maxDeferrals,
+    dedup_scope: dedupScope,
+    dedup_period: dedupPeriod,
+    dead_letter_queue: merged.deadLetterQueue ?? null,
+  };
+}

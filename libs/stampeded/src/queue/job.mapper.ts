@@ -1,0 +1,46 @@
+import type { Job } from '../interfaces/job.interface.js';
+
+/** A stampeded_jobs row as node-postgres returns it. */
+export type JobRowResult = Record<string, any>;
+
+export function toJob(row: JobRowResult): Job {
+  return {
+    id: row.id,
+    queue: row.queue,
+    tenantId: row.tenant_id,
+    task: row.task,
+    args: row.args,
+    meta: row.meta,
+    state: row.state,
+    priority: row.priority,
+    destination: row.destination,
+    scheduledAt: row.scheduled_at,
+    expireSeconds: row.expire_seconds,
+    heartbeatAt: row.heartbeat_at,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    attemptedBy: row.attempted_by,
+    interruptions: row.interruptions,
+    maxInterruptions: row.max_interruptions,
+    deferrals: row.deferrals,
+    maxDeferrals: row.max_deferrals,
+    checkpoint: row.checkpoint,
+    checkpointAt: row.checkpoint_at,
+    checkpointSeq: row.checkpoint_seq,
+    backoffBaseMs: row.backoff_base_ms,
+    backoffMaxMs: row.backoff_max_ms,
+    claimedBy: row.claimed_by,
+    claimedAt: row.claimed_at,
+    dedupScope: row.dedup_scope,
+    dedupPeriod: row.dedup_period,
+    failureKind: row.failure_kind,
+    lastError: row.last_error,
+    errors: row.errors,
+    deadLetterQueue: row.dead_letter_queue,
+    sourceId: row.source_id,
+    sourceQueue: row.source_queue,
+    sourceAttempts: row.source_attempts,
+    insertedAt: row.inserted_at,
+    finishedAt: row.finished_at,
+  };
+}

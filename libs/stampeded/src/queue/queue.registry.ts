@@ -1,0 +1,70 @@
+import { Injectable } from '@nestjs/common';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { DEFAULT_QUEUE_PARTITION, QUEUE_PARTITION_TAKEN } from '../stampeded.messages.js';
+import { validateJobOptions, validateQueueName } from './job-input.validator.js';
+import { CREATE_QUEUE, PARTITION_NAME, PARTITION_OWNER } from '../sql/queues.sql.js';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { RegisterQueueOptions } from '../interfaces/stampeded-options.interface.js';
+
+const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions'];
+
+/** The queues registered with StampededModule.registerQueue(), provisioned at bootstrap. */
+@Injectable()
+export class QueueRegistry {
+  private readonly queues = new Map<string, RegisterQueueOptions>();
+
+  register(options: RegisterQueueOptions): void {
+    const where = `StampededModule.registerQueue(${JSON.stringify(options?.name)})`;
+    const unknown = Object.keys(options ?? {}).filter((k) => !REGISTER_QUEUE_OPTIONS.includes(k));
+    if (unknown.length) throw new StampededConfigError(`${where}: unknown option(s) ${unknown.join(', ')}. Allowed: ${REGISTER_QUEUE_OPTIONS.join(', ')}.`);
+    validateQueueName(where, 'name', options.name);
+    if (options.concurrency !== undefined && (!Number.isInteger(options.concurrency) || options.concurrency < 1)) {
+      throw new StampededConfigError(`${where}: concurrency must be a whole number of 1 or more, got ${options.concurrency}.`);
+    }
+    validateJobOptions(`${where} defaultJobOptions`, options.defaultJobOptions);
+    if (options.defaultJobOptions?.queue !== undefined && options.defaultJobOptions.queue !== options.name) {
+      throw new StampededConfigError(`${where}: defaultJobOptions.queue must be the queue itself or unset.`);
+    }
+    const previous = this.queues.get(options.name);
+    this.queues.set(options.name, { ...previous, ...options });
+  }
+
+  get(name: string): RegisterQueueOptions | undefined {
+    return this.queues.get(name);
+  }
+
+  names(): string[] {
+    return [...this.queues.keys()];
+  }
+
+  /**
+   * Gives each registered queue its own partition. Two names that differ only
+   * by punctuation map to one partition name; the second is refused rather
+   * than silently landing in the catch-all.
+   */
+  async provision(db: StampededDatabase): Promise<void> {
+    for (const queue of this.queues.values()) {
+      const [{ partition }] = await db.query<{ partition: string }>(PARTITION_NAME, [queue.name]);
+      if (partition === 'stampeded_jobs_default') {
+        if (queue.unlogged) throw new StampededConfigError(DEFAULT_QUEUE_PARTITION(queue.name));
+        continue;
+      }
+      const owner = await db.query<{ queue: string }>(PARTITION_OWNER, [partition]);
+      if (owner.length && owner[0].queue !== queue.name) {
+        throw new StampededConfigError(QUEUE_PARTITION_TAKEN(queue.name, partition, owner[0].queue));
+      }
+      if (owner.length) continue;
+      try {
+        await db.query(CREATE_QUEUE, [queue.name, queue.unlogged ?? false]);
+      } catch (err) {
+        if ((err as { code?: string }).code === '23514') {
+          throw new StampededConfigError(
+            `Queue "${queue.name}" already has jobs in the catch-all partition, so it cannot get a partition of its own now. ` +
+              `Let those jobs finish and be pruned, or register the queue before enqueueing to it.`,
+          );
+        }
+        throw err;
+      }
+    }
+  }
+}

@@ -1,0 +1,190 @@
+import { Inject, Injectable, type Type } from '@nestjs/common';
+import type { Observable } from 'rxjs';
+import type { EntityManager } from 'typeorm';
+import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { InvalidJobError } from '../errors/stampeded.errors.js';
+import { StampededDatabase } from '../database/stampeded-database.js';
+import { TaskRegistry } from '../explorer/task.registry.js';
+import { JobEvents } from '../events/job-events.js';
+import { QueueRegistry } from './queue.registry.js';
+import { buildJobRow, type JobRow } from './job-input.validator.js';
+import { toJob } from './job.mapper.js';
+import { CANCEL, ENQUEUE, GET_JOB, RETRY } from '../sql/jobs.sql.js';
+import { COUNTS } from '../sql/queues.sql.js';
+import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interfaces/job.interface.js';
+import type { EnqueueOptions, EnqueueResult, JobOptions } from '../interfaces/job-options.interface.js';
+import type { JobEvent } from '../interfaces/job-event.interface.js';
+import type { TaskHandler } from '../interfaces/task.interface.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { Statement } from '../sql/statement.js';
+
+/** The args type of a @Task class, from its TaskHandler<Args>. */
+export type ArgsOf<T> = T extends Type<TaskHandler<infer A, any>> ? A : Record<string, unknown>;
+
+export interface EnqueueManyItem<Args extends object = Record<string, unknown>> {
+  task: string | Type<TaskHandler<any>>;
+  args?: Args;
+  options?: Omit<EnqueueOptions, 'manager'>;
+}
+
+export interface CancelResult {
+  id: string;
+  /** True when this call cancelled the job; false when it had already finished. */
+  cancelled: boolean;
+  /** The state the job was in when the call found it. */
+  previousState: JobState;
+}
+
+export interface RetryResult {
+  id: string;
+  /** True when the job is available to run now. */
+  retried: boolean;
+  previousState: JobState;
+}
+
+/** A duplicate racing a concurrent insert of its twin is asked again, this many times. */
+const DEDUP_RACE_RETRIES = 5;
+
+/** Enqueue and inspect jobs. Injectable anywhere once StampededModule is imported. */
+@Injectable()
+export class QueueService {
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly tasks: TaskRegistry,
+    private readonly queues: QueueRegistry,
+    private readonly jobEvents: JobEvents,
+    @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+  ) {}
+
+  /** Every job event this process sees: completed, failed, retrying, discarded, cancelled, ... */
+  get events$(): Observable<JobEvent> {
+    return this.jobEvents.events$;
+  }
+
+  /**
+   * Enqueues one job. With `manager`, the insert joins that transaction: a
+   * rollback leaves no job. A duplicate of a pending job with the same dedup
+   * scope returns that job's id with `deduplicated: true`.
+   */
+  async enqueue<T extends Type<TaskHandler<any>>>(task: T, args: ArgsOf<T>, options?: EnqueueOptions): Promise<EnqueueResult>;
+  async enqueue<Args extends object = Record<string, unknown>>(task: string, args?: Args, options?: EnqueueOptions): Promise<EnqueueResult>;
+  async enqueue(task: string | Type<TaskHandler<any>>, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
+    const row = this.toRow('enqueue()', task, args, options);
+    const [result] = await this.insert([row], options.manager);
+    return result;
+  }
+
+  /** Enqueues many jobs in one statement; answers per job, in order, as enqueue() would. */
+  async enqueueMany(jobs: EnqueueManyItem[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+    if (!Array.isArray(jobs)) throw new InvalidJobError(`enqueueMany() takes an array of { task, args?, options? }, got ${typeof jobs}.`);
+    const rows = jobs.map((job, i) => {
+      const where = `enqueueMany() job #${i}`;
+      if (job === null || typeof job !== 'object') throw new InvalidJobError(`${where}: must be an object { task, args?, options? }.`);
+      const unknown = Object.keys(job).filter((k) => !['task', 'args', 'options'].includes(k));
+      if (unknown.length) throw new InvalidJobError(UNKNOWN_OPTIONS(where, unknown, ['task', 'args', 'options']));
+      if (job.options && 'manager' in job.options) {
+        throw new InvalidJobError(`${where}: pass manager once, as enqueueMany(jobs, { manager }), not per job.`);
+      }
+      return this.toRow(where, job.task, job.args, job.options ?? {});
+    });
+    if (rows.length === 0) return [];
+    return this.insert(rows, options.manager);
+  }
+
+  async getJob(id: string, options: { queue?: string } = {}): Promise<Job | null> {
+    this.assertUuid('getJob()', id);
+    const [row] = await this.db.query(GET_JOB, [id, options.queue ?? null]);
+    return row ? toJob(row) : null;
+  }
+
+  /**
+   * Cancels a job that has not finished. Once this returns, no worker can
+   * record an outcome for it, and a running handler's signal fires.
+   */
+  async cancel(id: string, options: { queue?: string } = {}): Promise<CancelResult> {
+    this.assertUuid('cancel()', id);
+    const [row] = await this.db.query<{ was: JobState; now_state: JobState }>(CANCEL, [id, options.queue ?? null]);
+    if (!row) throw new InvalidJobError(JOB_NOT_FOUND(id));
+    return { id, cancelled: row.now_state === 'cancelled' && row.was !== 'cancelled', previousState: row.was };
+  }
+
+  /** Runs a discarded or cancelled job again with a fresh attempt budget, or a waiting one now. */
+  async retry(id: string, options: { queue?: string } = {}): Promise<RetryResult> {
+    this.assertUuid('retry()', id);
+    const [row] = await this.db.query<{ was: JobState; now_state: JobState }>(RETRY, [id, options.queue ?? null]);
+    if (!row) throw new InvalidJobError(JOB_NOT_FOUND(id));
+    return { id, retried: row.now_state === 'available' && row.was !== row.now_state || row.was === 'available', previousState: row.was };
+  }
+
+  /** Jobs per state, from the trigger-maintained counters (never count(*)). */
+  async counts(queue: string): Promise<QueueCounts>;
+  async counts(): Promise<Record<string, QueueCounts>>;
+  async counts(queue?: string): Promise<QueueCounts | Record<string, QueueCounts>> {
+    const rows = await this.db.query<{ queue: string; state: JobState; n: string }>(COUNTS, [queue ?? null]);
+    const byQueue: Record<string, QueueCounts> = {};
+    for (const { queue: q, state, n } of rows) (byQueue[q] ??= emptyCounts())[state] = Number(n);
+    return queue === undefined ? byQueue : (byQueue[queue] ?? emptyCounts());
+  }
+
+  private toRow(where: string, task: string | Type<TaskHandler<any>>, args: unknown, options: EnqueueOptions): JobRow {
+    if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object.`);
+    const name = typeof task === 'function' ? this.tasks.nameOf(task) : task;
+    const registered = typeof name === 'string' ? this.tasks.get(name)?.metadata : undefined;
+    const taskDefaults: JobOptions = registered
+      ? {
+          queue: registered.queue,
+          priority: registered.priority,
+          maxAttempts: registered.maxAttempts,
+          expireSeconds: registered.expireSeconds,
+          backoff: registered.backoff,
+          maxInterruptions: registered.maxInterruptions,
+          maxDeferrals: registered.maxDeferrals,
+          deadLetterQueue: registered.deadLetterQueue,
+        }
+      : {};
+    const queueName = options.queue ?? taskDefaults.queue;
+    const queueDefaults = queueName ? (this.queues.get(queueName)?.defaultJobOptions ?? {}) : {};
+    return buildJobRow(where, name, args, options, [this.options.defaultJobOptions ?? {}, queueDefaults, taskDefaults]);
+  }
+
+  private async insert(rows: JobRow[], manager?: EntityManager): Promise<EnqueueResult[]> {
+    const run = async (statement: Statement, values: unknown[]) => {
+      if (!manager) return this.db.query<{ ord: number; id: string | null; deduplicated: boolean }>(statement, values);
+      const bound = this.db.statement(statement);
+      return (await manager.query(bound.text, values)) as { ord: number; id: string | null; deduplicated: boolean }[];
+    };
+    const results: EnqueueResult[] = new Array(rows.length);
+    let pending = rows.map((row, index) => ({ row, index }));
+    for (let round = 0; pending.length && round <= DEDUP_RACE_RETRIES; round++) {
+      const answer = await run(ENQUEUE, [rowsToJson(pending.map((p) => p.row))]);
+      const unresolved: typeof pending = [];
+      for (const { ord, id, deduplicated } of answer) {
+        const item = pending[ord - 1];
+        if (id === null) unresolved.push(item);
+        else results[item.index] = { id, deduplicated };
+      }
+      pending = unresolved;
+    }
+    if (pending.length) {
+      throw new Error(`enqueue: a duplicate's twin kept changing state under it (${pending.length} job(s)); nothing was inserted for them. Try again.`);
+    }
+    return results;
+  }
+
+  private assertUuid(where: string, id: unknown): void {
+    if (typeof id !== 'string' || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) {
+      throw new InvalidJobError(`${where}: ${JSON.stringify(id)} is not a job id (a UUID).`);
+    }
+  }
+}
+
+/** args and meta are already-validated JSON text: spliced in as JSON, not serialised twice. */
+function rowsToJson(rows: JobRow[]): string {
+  const parts = rows.map(({ args, meta, ...rest }, i) => `${JSON.stringify(rest).slice(0, -1)},"ord":${i + 1},"args":${args},"meta":${meta}}`);
+  return `[${parts.join(',')}]`;
+}
+
+function emptyCounts(): QueueCounts {
+  return Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as QueueCounts;
+}

@@ -1,0 +1,97 @@
+import { sql } from './statement.js';
+
+// The dedup key the schema's generated column computes, for a row not yet
+// inserted: the same expression, with now() for inserted_at.
+const DEDUP_KEY = `
+  CASE WHEN r.dedup_scope IS NULL THEN NULL ELSE sha256((
+    r.dedup_scope || coalesce(
+      ':' || extract(epoch FROM (date_trunc(r.dedup_period, now(), 'UTC') - to_timestamp(0)))::bigint::text,
+      ''))::bytea) END`;
+
+/**
+ * Inserts any number of jobs in one statement and answers, per input row in
+ * order, the job's id and whether it was a duplicate.
+ *
+ * Ids are drawn before the insert so that inserted rows can be matched back to
+ * their input rows. A duplicate of a job committed before this statement is
+ * found by its dedup key; a duplicate of an earlier row of the same statement
+ * takes that row's id. A duplicate of a job that another transaction inserted
+ * concurrently is neither (our snapshot predates it): its id comes back NULL,
+ * and the caller asks again.
+ */
+export const ENQUEUE = sql(
+  'stampeded_enqueue',
+  `
+WITH input AS MATERIALIZED (
+    SELECT uuidv7() AS id, r.ord, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
+           coalesce(r.run_at, now() + make_interval(secs => coalesce(r.delay_ms, 0) / 1000.0)) AS scheduled_at,
+           r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
+           r.max_interruptions, r.max_deferrals, r.dedup_scope, r.dedup_period, r.dead_letter_queue,
+           ${DEDUP_KEY} AS dedup_key
+      FROM jsonb_to_recordset($1::jsonb) AS r(
+           queue text, task text, args jsonb, meta jsonb, tenant_id text, priority smallint, destination text,
+           run_at timestamptz, delay_ms double precision, expire_seconds integer, max_attempts smallint,
+           backoff_base_ms smallint, backoff_max_ms integer, max_interruptions smallint, max_deferrals smallint,
+           dedup_scope text, dedup_period text, dead_letter_queue text, ord bigint)
+),
+inserted AS (
+    INSERT INTO stampeded_jobs
+           (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
+            max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
+            dedup_scope, dedup_period, dead_letter_queue)
+    SELECT id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
+           max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
+           dedup_scope, dedup_period, dead_letter_queue
+      FROM input
+     ORDER BY ord
+    ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING id
+),
+won AS (
+    SELECT i.ord, i.id, i.queue, i.dedup_key FROM input i JOIN inserted USING (id)
+)
+SELECT i.ord::int AS ord,
+       coalesce(w.id, sibling.id, existing.id)::text AS id,
+       w.id IS NULL AS deduplicated
+  FROM input i
+  LEFT JOIN won w ON w.ord = i.ord
+  LEFT JOIN LATERAL (
+       SELECT s.id FROM won s
+        WHERE w.id IS NULL AND s.queue = i.queue AND s.dedup_key = i.dedup_key
+        LIMIT 1) sibling ON true
+  LEFT JOIN LATERAL (
+       SELECT j.id FROM stampeded_jobs j
+        WHERE w.id IS NULL AND sibling.id IS NULL
+          AND j.queue = i.queue AND j.dedup_key = i.dedup_key
+        LIMIT 1) existing ON true
+ ORDER BY i.ord`,
+);
+
+export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
+
+export const COMPLETE_MANY = sql(
+  'stampeded_complete_many',
+  `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`,
+);
+
+export const FAIL = sql(
+  'stampeded_fail',
+  `SELECT was, now_state, dead_lettered FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8)`,
+);
+
+export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stampeded_release($1, $2, $3, $4)`);
+
+export const TOUCH = sql('stampeded_touch', `SELECT stampeded_touch($1, $2, $3, $4) AS owned`);
+
+export const CHECKPOINT = sql('stampeded_checkpoint', `SELECT stampeded_checkpoint($1, $2, $3, $4, $5::jsonb) AS seq`);
+
+export const CANCEL = sql('stampeded_cancel', `SELECT was, now_state, queue, worker_id FROM stampeded_cancel($1, $2)`);
+
+export const RETRY = sql('stampeded_retry', `SELECT was, now_state, queue FROM stampeded_retry($1, $2)`);
+
+export const GET_JOB = sql(
+  'stampeded_get_job',
+  `SELECT * FROM stampeded_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2)`,
+);
+
+export const GET_JOBS = sql('stampeded_get_jobs', `SELECT * FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);

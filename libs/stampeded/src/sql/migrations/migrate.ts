@@ -1,0 +1,48 @@
+import pg from 'pg';
+import type { PoolConfig } from 'pg';
+import type { DataSource } from 'typeorm';
+import { applyMigrations, type MigrationFile } from './migrations.js';
+
+export interface MigrateOptions {
+  /** The Postgres schema to install into; created when missing. Default: public. */
+  schema?: string;
+  /** Told of each migration as it is applied. */
+  onApplied?: (migration: MigrationFile) => void;
+}
+
+/** Where to migrate: a connection string, pg pool settings, or a TypeORM DataSource (its connection settings are used). */
+export type MigrateTarget = string | PoolConfig | DataSource;
+
+export function connectionConfigOf(target: MigrateTarget): PoolConfig {
+  if (typeof target === 'string') return { connectionString: target };
+  const driver = (target as DataSource).driver as { master?: { options?: PoolConfig }; options?: { type?: string } } | undefined;
+  if (driver && 'isInitialized' in target) {
+    if (!driver.master?.options) throw new Error('migrate(): initialise the DataSource first (await dataSource.initialize()).');
+    const { max: _max, ...config } = driver.master.options;
+    return config;
+  }
+  return target as PoolConfig;
+}
+
+/**
+ * Brings a schema up to the latest migration in one transaction: all of them
+ * or, on any error, none. Returns the migrations it applied.
+ */
+export async function migrate(target: MigrateTarget, options: MigrateOptions = {}): Promise<MigrationFile[]> {
+  const client = new pg.Client(connectionConfigOf(target));
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    const applied = await applyMigrations(async (text, params) => (await client.query(text, params)).rows, {
+      schema: options.schema ?? 'public',
+      onApplied: options.onApplied,
+    });
+    await client.query('COMMIT');
+    return applied;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    await client.end();
+  }
+}

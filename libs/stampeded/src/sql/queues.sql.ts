@@ -1,0 +1,21 @@
+import { sql } from './statement.js';
+
+export const COUNTS = sql(
+  'stampeded_counts',
+  `SELECT queue, state, n::bigint AS n FROM stampeded_queue_counts
+    WHERE ($1::text IS NULL OR queue = $1) AND n <> 0
+    ORDER BY queue, state`,
+);
+
+export const CREATE_QUEUE = sql('stampeded_create_queue', `SELECT stampeded_create_queue($1, $2)`);
+
+/** The queue a partition holds, by partition name, to refuse two queues sharing one. */
+export const PARTITION_OWNER = sql(
+  'stampeded_partition_owner',
+  `SELECT queue FROM stampeded_partition_health() WHERE partition = $1`,
+);
+
+export const PARTITION_NAME = sql(
+  'stampeded_partition_name',
+  `SELECT 'stampeded_jobs_' || regexp_replace($1::text, '[^a-zA-Z0-9_]', '_', 'g') AS partition`,
+);

@@ -1,0 +1,40 @@
+/** Injection token of the module's resolved options. */
+export const STAMPEDED_OPTIONS = Symbol('STAMPEDED_OPTIONS');
+/** Metadata key that @Task() writes on a provider class. */
+export const TASK_METADATA = 'stampeded:task';
+/** Metadata key that @OnJobEvent() writes on a method. */
+export const ON_JOB_EVENT_METADATA = 'stampeded:on-job-event';
+/** The queue a job goes to when neither its task nor its enqueue names one. */
+export const DEFAULT_QUEUE = 'default';
+/** The key of `meta` that this runtime owns; other runtimes' keys are never written. */
+export const RUNTIME_META_KEY = 'nestjs';
+
+/**
+ * The schema's column defaults, for options that a job does not set. They
+ * mirror seed/schema.sql; the enqueue statement needs a value for every
+ * column it lists, and a partial insert cannot take DEFAULT per row.
+ */
+export const SCHEMA_DEFAULTS = {
+  priority: 0,
+  expireSeconds: 3600,
+  maxAttempts: 25,
+  backoffBaseMs: 1000,
+  backoffMaxMs: 3_600_000,
+  maxInterruptions: 1,
+  maxDeferrals: 100,
+} as const;
+
+/** Limits the schema enforces, checked before anything is written. */
+export const LIMITS = {
+  smallint: { min: -32768, max: 32767 },
+  integer: { min: -2147483648, max: 2147483647 },
+  argsBytes: 1_048_576,
+  metaBytes: 1_048_576,
+  checkpointBytes: 65_536,
+  /** 63-byte identifiers, less the `stampeded_jobs_` prefix of a queue's partition. */
+  queueNameLength: 48,
+  jsonDepth: 64,
+  dedupScopeBytes: 8192,
+} as const;
+
+export const REQUIRED_SERVER_VERSION_NUM = 180000;

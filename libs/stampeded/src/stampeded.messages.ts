@@ -1,0 +1,56 @@
+// Every error Stampeded raises says what was wrong and what to do about it.
+
+export const SERVER_TOO_OLD = (found: string) =>
+  `Stampeded needs PostgreSQL 18 or newer (it uses uuidv7() and RETURNING OLD/NEW), but the server is PostgreSQL ${found}. ` +
+  `Upgrade the server, or point DATABASE_URL at a PostgreSQL 18 instance. Nothing was changed.`;
+
+export const NO_DATA_SOURCE = (name: string | undefined) =>
+  `StampededModule found no TypeORM DataSource${name ? ` named "${name}"` : ''}. ` +
+  `Import TypeOrmModule.forRoot({ type: 'postgres', ... })${name ? ` with name: '${name}'` : ''} in your app, ` +
+  `or give StampededModule.forRoot({ connection: { url } }) a connection of its own.`;
+
+export const NOT_POSTGRES = (type: string) =>
+  `StampededModule needs a PostgreSQL DataSource, but the DataSource is of type "${type}". Point it at PostgreSQL 18.`;
+
+export const SCHEMA_NOT_MIGRATED = (schema: string) =>
+  `Stampeded's tables are not in schema "${schema}". Run its migrations first: ` +
+  `StampededModule.forRoot({ migrations: 'auto' }), the migrate() helper, the \`stampeded migrate\` command, ` +
+  `or add stampededMigrations() to your DataSource's migrations.`;
+
+export const DUPLICATE_TASK = (name: string, first: string, second: string) =>
+  `Task "${name}" is declared twice, by ${first} and by ${second}. Task names are how jobs find their handler: give one of them another name.`;
+
+export const TASK_WITHOUT_HANDLE = (className: string, name: string) =>
+  `${className} is marked @Task('${name}') but has no handle(args, ctx) method. Add one: it is what runs the job.`;
+
+export const UNKNOWN_TASK = (name: string, known: string[]) =>
+  `No task named "${name}" is registered in this app${known.length ? ` (known: ${known.join(', ')})` : ''}. ` +
+  `Enqueue it by name only if another process handles it, or check the name in @Task().`;
+
+export const NOT_A_TASK_CLASS = (className: string) =>
+  `${className} is not a task: mark it with @Task('name') or enqueue by task name.`;
+
+export const INVALID_OPTION = (where: string, option: string, problem: string) =>
+  `${where}: ${option} ${problem}.`;
+
+export const UNKNOWN_OPTIONS = (where: string, unknown: string[], allowed: readonly string[]) =>
+  `${where}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((o) => `"${o}"`).join(', ')}. ` +
+  `Allowed: ${allowed.join(', ')}.`;
+
+export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
+
+export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: string) =>
+  `Queue "${queue}" would use partition ${partition}, which already holds queue ${owner}. ` +
+  `Queue names map to partition names with punctuation replaced by "_": rename one of the queues.`;
+
+export const DEFAULT_QUEUE_PARTITION = (queue: string) =>
+  `Queue "${queue}" cannot have a partition of its own: its partition name is that of the catch-all partition (stampeded_jobs_default). ` +
+  `Its jobs live in the catch-all already; drop unlogged from its registration, or use another queue name.`;
+
+export const CHECKPOINT_TOO_LARGE = (bytes: number, max: number) =>
+  `Checkpoint is ${bytes} bytes; the limit is ${max} bytes (64 KB). ` +
+  `Store a cursor ("I have done N") rather than the set of what was done.`;
+
+export const PROCESS_FILE_NOT_FOUND = (task: string, file: string) =>
+  `Task "${task}" runs with isolation: 'process' but its module file ${file} could not be loaded in a child process. ` +
+  `Give the task a processFile, or export the task class from its module.`;

@@ -1,0 +1,129 @@
+import { Global, Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { STAMPEDED_OPTIONS } from './stampeded.constants.js';
+import { createDatabaseProvider } from './database/database.provider.js';
+import { TaskRegistry } from './explorer/task.registry.js';
+import { TaskExplorer } from './explorer/task.explorer.js';
+import { JobEvents } from './events/job-events.js';
+import { QueueRegistry } from './queue/queue.registry.js';
+import { QueueService } from './queue/queue.service.js';
+import { Queue } from './queue/queue.js';
+import { WorkerOrchestrator } from './worker/worker.orchestrator.js';
+import { StampededDatabase } from './database/stampeded-database.js';
+import { getQueueToken } from './decorators/inject-queue.decorator.js';
+import { StampededConfigError } from './errors/stampeded.errors.js';
+import type {
+  RegisterQueueOptions,
+  StampededModuleAsyncOptions,
+  StampededModuleOptions,
+  StampededOptionsFactory,
+} from './interfaces/stampeded-options.interface.js';
+
+const CORE_PROVIDERS: Provider[] = [TaskRegistry, TaskExplorer, JobEvents, QueueRegistry, QueueService, WorkerOrchestrator];
+const CORE_EXPORTS = [QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, STAMPEDED_OPTIONS];
+
+const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions'];
+const WORKER_OPTION_NAMES = [
+  'enabled', 'concurrency', 'queues', 'pollIntervalMs', 'shutdownTimeoutMs', 'heartbeatIntervalMs',
+  'prefetch', 'claimBatchSize', 'completionBatchSize', 'metadata',
+];
+
+function validateModuleOptions(options: StampededModuleOptions): StampededModuleOptions {
+  const where = 'StampededModule.forRoot()';
+  const unknown = Object.keys(options ?? {}).filter((k) => !OPTION_NAMES.includes(k));
+  if (unknown.length) throw new StampededConfigError(`${where}: unknown option(s) ${unknown.join(', ')}. Allowed: ${OPTION_NAMES.join(', ')}.`);
+  const badWorker = Object.keys(options.worker ?? {}).filter((k) => !WORKER_OPTION_NAMES.includes(k));
+  if (badWorker.length) {
+    throw new StampededConfigError(`${where}: unknown worker option(s) ${badWorker.join(', ')}. Allowed: ${WORKER_OPTION_NAMES.join(', ')}.`);
+  }
+  for (const key of ['concurrency', 'pollIntervalMs', 'heartbeatIntervalMs', 'claimBatchSize', 'completionBatchSize'] as const) {
+    const value = options.worker?.[key];
+    if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+      throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 1 or more, got ${value}.`);
+    }
+  }
+  for (const key of ['prefetch', 'shutdownTimeoutMs'] as const) {
+    const value = options.worker?.[key];
+    if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
+      throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 0 or more, got ${value}.`);
+    }
+  }
+  if (options.migrations !== undefined && options.migrations !== 'auto' && options.migrations !== 'none') {
+    throw new StampededConfigError(`${where}: migrations must be 'auto' or 'none', got ${JSON.stringify(options.migrations)}.`);
+  }
+  if (options.schema !== undefined && (typeof options.schema !== 'string' || !options.schema || options.schema.length > 63)) {
+    throw new StampededConfigError(`${where}: schema must be a Postgres schema name of 1 to 63 characters.`);
+  }
+  return options;
+}
+
+/**
+ * The queue. `imports: [StampededModule]` alone works with defaults (the
+ * app's default TypeORM DataSource, schema public); `forRoot(options)` and
+ * `forRootAsync(...)` configure it; `registerQueue(...)` adds per-queue
+ * settings and a queue handle for @InjectQueue(name). Global: import it once.
+ */
+@Global()
+@Module({
+  imports: [DiscoveryModule],
+  providers: [{ provide: STAMPEDED_OPTIONS, useValue: {} }, createDatabaseProvider(), ...CORE_PROVIDERS],
+  exports: [...CORE_EXPORTS, StampededDatabase],
+})
+export class StampededModule {
+  static forRoot(options: StampededModuleOptions = {}): DynamicModule {
+    validateModuleOptions(options);
+    return {
+      global: true,
+      module: StampededModule,
+      providers: [{ provide: STAMPEDED_OPTIONS, useValue: options }, createDatabaseProvider(options.dataSource)],
+    };
+  }
+
+  static forRootAsync(options: StampededModuleAsyncOptions & { dataSource?: string }): DynamicModule {
+    return {
+      global: true,
+      module: StampededModule,
+      imports: options.imports ?? [],
+      providers: [...asyncOptionsProviders(options), createDatabaseProvider(options.dataSource)],
+    };
+  }
+
+  /** Per-queue settings: a partition of its own, unlogged, concurrency, job defaults; and a handle to inject. */
+  static registerQueue(...queues: RegisterQueueOptions[]): DynamicModule {
+    const providers: Provider[] = queues.map((queue) => ({
+      provide: getQueueToken(queue.name),
+      inject: [QueueRegistry, QueueService],
+      useFactory: (registry: QueueRegistry, service: QueueService) => {
+        registry.register(queue);
+        return new Queue(queue.name, service);
+      },
+    }));
+    return { module: StampededQueueModule, providers, exports: providers };
+  }
+}
+
+/** Holds the queue handles of registerQueue(); the core lives in the global StampededModule. */
+@Module({})
+export class StampededQueueModule {}
+
+function asyncOptionsProviders(options: StampededModuleAsyncOptions): Provider[] {
+  if (options.useFactory) {
+    return [
+      {
+        provide: STAMPEDED_OPTIONS,
+        inject: options.inject ?? [],
+        useFactory: async (...args: unknown[]) => validateModuleOptions(await options.useFactory!(...args)),
+      },
+    ];
+  }
+  const factoryClass = options.useClass ?? options.useExisting;
+  if (!factoryClass) throw new StampededConfigError('StampededModule.forRootAsync() needs useFactory, useClass or useExisting.');
+  return [
+    ...(options.useClass ? [{ provide: options.useClass, useClass: options.useClass }] : []),
+    {
+      provide: STAMPEDED_OPTIONS,
+      inject: [factoryClass],
+      useFactory: async (factory: StampededOptionsFactory) => validateModuleOptions(await factory.createStampededOptions()),
+    },
+  ];
+}

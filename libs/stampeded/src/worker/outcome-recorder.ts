@@ -1,0 +1,147 @@
+import { Logger } from '@nestjs/common';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import { COMPLETE_MANY, FAIL, RELEASE } from '../sql/jobs.sql.js';
+import type { FailureKind, Job, JobState } from '../interfaces/job.interface.js';
+
+export interface FailureRecord {
+  kind: FailureKind;
+  error: string;
+  retryDelayMs: number | null;
+  exitStatus?: number | null;
+}
+
+export interface FailureResult {
+  /** False when the job was no longer ours: nothing was recorded. */
+  owned: boolean;
+  state?: JobState;
+  deadLettered?: boolean;
+}
+
+interface PendingCompletion {
+  job: Job;
+  resolve(owned: boolean): void;
+  reject(err: unknown): void;
+}
+
+/** How long an outcome keeps trying to reach a database that is down. */
+const OUTCOME_RETRY_LIMIT_MS = 5 * 60_000;
+
+/**
+ * Records what happened to the jobs this worker ran, every outcome fenced by
+ * (claimed_by, attempt) in SQL.
+ *
+ * Completions are batched: while one completion statement is in flight, the
+ * next ones gather, and go together when it returns. At low load a completion
+ * goes at once; under load one statement -- one commit, one counter upsert per
+ * (queue, state) -- records hundreds. The commit is the bottleneck, so this is
+ * where throughput comes from.
+ */
+export class OutcomeRecorder {
+  private readonly logger = new Logger('Stampeded');
+  private pending: PendingCompletion[] = [];
+  private flushing?: Promise<void>;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly workerId: string,
+    private readonly batchSize: number,
+  ) {}
+
+  /** Resolves true once the completion is recorded, false if the job was no longer ours. */
+  complete(job: Job): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.pending.push({ job, resolve, reject });
+      if (!this.flushing) this.flushing = this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    try {
+      while (this.pending.length) {
+        const batch = this.pending.splice(0, this.batchSize);
+        try {
+          const rows = await this.persist(() =>
+            this.db.query<{ id: string }>(COMPLETE_MANY, [
+              this.workerId,
+              batch.map((p) => p.job.queue),
+              batch.map((p) => p.job.id),
+              batch.map((p) => p.job.attempt),
+            ]),
+          );
+          const done = new Set(rows.map((r) => r.id));
+          for (const p of batch) p.resolve(done.has(p.job.id));
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      this.flushing = undefined;
+    }
+  }
+
+  async fail(job: Job, failure: FailureRecord): Promise<FailureResult> {
+    const rows = await this.track(
+      this.persist(() =>
+        this.db.query<{ was: JobState; now_state: JobState; dead_lettered: boolean }>(FAIL, [
+          job.queue,
+          job.id,
+          this.workerId,
+          job.attempt,
+          failure.kind,
+          failure.error,
+          failure.retryDelayMs === null ? null : Math.round(failure.retryDelayMs),
+          failure.exitStatus ?? null,
+        ]),
+      ),
+    );
+    if (!rows.length) return { owned: false };
+    return { owned: true, state: rows[0].now_state, deadLettered: rows[0].dead_lettered };
+  }
+
+  /** Gives a job back without spending its attempt: it runs again as if never claimed. */
+  async release(job: Job): Promise<boolean> {
+    const rows = await this.track(this.persist(() => this.db.query(RELEASE, [job.queue, job.id, this.workerId, job.attempt])));
+    return rows.length > 0;
+  }
+
+  /** Waits for every outcome under way to be recorded (or given up on). */
+  async settle(): Promise<void> {
+    while (this.flushing || this.inFlight.size) {
+      await Promise.allSettled([this.flushing, ...this.inFlight]);
+    }
+  }
+
+  private track<T>(promise: Promise<T>): Promise<T> {
+    this.inFlight.add(promise);
+    void promise.finally(() => this.inFlight.delete(promise)).catch(() => {});
+    return promise;
+  }
+
+  /**
+   * Retries an outcome while the database is unreachable. The job stays
+   * ours in the meantime; if the worker dies first, the reaper or the expiry
+   * gives it to someone else and this outcome is fenced out.
+   */
+  private async persist<T>(write: () => Promise<T>): Promise<T> {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
+      } catch (err) {
+        if (!isConnectionError(err) || Date.now() - started > OUTCOME_RETRY_LIMIT_MS) throw err;
+        if (attempt === 1) this.logger.warn(`recording an outcome failed (${(err as Error).message}); retrying until the database answers`);
+        await new Promise((r) => setTimeout(r, Math.min(5000, 100 * 2 ** attempt)));
+      }
+    }
+  }
+}
+
+/** Errors that say the database could not be reached, not that the statement was wrong. */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e?.code && /^(08|57P0|53300)/.test(e.code)) return true;
+  return /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
+    e?.message ?? '',
+  );
+}

@@ -1,0 +1,163 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import { STAMPEDED_OPTIONS, DEFAULT_QUEUE } from '../stampeded.constants.js';
+import { StampededDatabase } from '../database/stampeded-database.js';
+import { TaskRegistry } from '../explorer/task.registry.js';
+import { QueueRegistry } from '../queue/queue.registry.js';
+import { JobEvents } from '../events/job-events.js';
+import { ProcessTaskRunner } from '../isolation/process-task.runner.js';
+import { NotificationListener } from './notification-listener.js';
+import { WorkerRegistration } from './worker-registration.js';
+import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
+import type { Job } from '../interfaces/job.interface.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+
+export interface DrainOptions {
+  /** Only this queue. Default: every queue this app knows. */
+  queue?: string;
+  /** Also run jobs scheduled in the future (runAt, retry backoff), as if their time had come. */
+  withScheduled?: boolean;
+  /** Stop after this many runs, so a job that always retries cannot loop forever. Default 10,000. */
+  maxJobs?: number;
+}
+
+export interface DrainResult {
+  completed: number;
+  retrying: number;
+  discarded: number;
+  cancelled: number;
+  lost: number;
+  released: number;
+  /** Every job run, in order, as claimed. */
+  jobs: Job[];
+}
+
+/**
+ * Starts the worker when the app has bootstrapped and drains it when the app
+ * shuts down: stop claiming, let handlers finish, give back the rest. The
+ * connection pool closes only after that, so enqueues keep working during the
+ * drain and outcomes are recorded.
+ */
+@Injectable()
+export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  private readonly logger = new Logger('Stampeded');
+  private worker?: Worker;
+  private registration?: WorkerRegistration;
+  private listener?: NotificationListener;
+  private readonly processRunner = new ProcessTaskRunner();
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly tasks: TaskRegistry,
+    private readonly queues: QueueRegistry,
+    private readonly events: JobEvents,
+    @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+  ) {}
+
+  /** The queues this process claims from. */
+  workedQueues(): string[] {
+    if (this.options.worker?.queues?.length) return [...new Set(this.options.worker.queues)];
+    const fromTasks = this.tasks.all().map((t) => t.metadata.queue ?? DEFAULT_QUEUE);
+    return [...new Set([...fromTasks, ...this.queues.names()])];
+  }
+
+  get workerId(): string | undefined {
+    return this.registration?.workerId;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.queues.provision(this.db);
+    const options = this.options.worker ?? {};
+    if (options.enabled === false) return;
+    const queues = this.workedQueues();
+    if (queues.length === 0) return;
+
+    this.registration = await WorkerRegistration.register(this.db, queues, options.metadata ?? {});
+    this.worker = this.createWorker(this.registration.workerId, queues);
+    this.listener = new NotificationListener(this.db, {
+      onInsert: (queue) => this.worker?.wake(queue),
+      onCancel: (jobId) => this.worker?.cancelled(jobId),
+      onConnected: () => this.worker?.wake(),
+    });
+    await this.listener.start();
+    this.registration.startHeartbeat(options.heartbeatIntervalMs ?? 5000);
+    this.worker.start();
+    this.logger.log(
+      `worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`,
+    );
+  }
+
+  private createWorker(workerId: string, queues: string[]): Worker {
+    const options = this.options.worker ?? {};
+    const concurrency = options.concurrency ?? 10;
+    const config: WorkerConfig = {
+      workerId,
+      queues,
+      concurrency,
+      prefetch: options.prefetch ?? concurrency,
+      claimBatchSize: options.claimBatchSize ?? 100,
+      completionBatchSize: options.completionBatchSize ?? 500,
+      pollIntervalMs: options.pollIntervalMs ?? 1000,
+      queueConcurrency: new Map(
+        this.queues
+          .names()
+          .map((name) => [name, this.queues.get(name)?.concurrency] as const)
+          .filter((e): e is readonly [string, number] => e[1] !== undefined),
+      ),
+    };
+    return new Worker(this.db, this.tasks, this.events, config, this.processRunner);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    if (!this.worker) return;
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker.stop(this.options.worker?.shutdownTimeoutMs ?? 10_000);
+    await this.listener?.stop();
+    await this.registration?.deregister();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.events.complete();
+    await this.db.close();
+  }
+
+  /**
+   * Runs every due job, one at a time, until none is left, and says what
+   * happened: for tests, in the manner of Oban's drain_queue.
+   */
+  async drain(options: DrainOptions = {}): Promise<DrainResult> {
+    const queues = options.queue ? [options.queue] : this.workedQueues();
+    const result: DrainResult = { completed: 0, retrying: 0, discarded: 0, cancelled: 0, lost: 0, released: 0, jobs: [] };
+    if (!queues.length) return result;
+    const registration = await WorkerRegistration.register(this.db, queues, { drain: true });
+    const worker = this.createWorker(registration.workerId, queues);
+    const maxJobs = options.maxJobs ?? 10_000;
+    // Far enough ahead for any backoff or runAt, near enough to stay a timestamp.
+    const now = options.withScheduled ? new Date(Date.now() + 100 * 365 * 86_400_000) : null;
+    try {
+      let claimed = true;
+      while (claimed && result.jobs.length < maxJobs) {
+        claimed = false;
+        for (const queue of queues) {
+          const [job] = await worker.claim(queue, 1, now);
+          if (!job) continue;
+          claimed = true;
+          result.jobs.push(job);
+          const outcome: RunOutcome = await worker.execute(job);
+          result[outcome]++;
+        }
+      }
+    } finally {
+      await worker.stop(0);
+      await registration.deregister();
+    }
+    return result;
+  }
+}

@@ -1,0 +1,378 @@
+import { Logger } from '@nestjs/common';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { TaskRegistry, RegisteredTask } from '../explorer/task.registry.js';
+import type { JobEvents } from '../events/job-events.js';
+import type { JobEvent, JobEventType } from '../interfaces/job-event.interface.js';
+import type { Job } from '../interfaces/job.interface.js';
+import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
+import { CLAIM } from '../sql/jobs.sql.js';
+import { toJob } from '../queue/job.mapper.js';
+import { retryDelayMs } from './backoff.js';
+import { createJobContext } from './job-context.js';
+import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
+import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
+
+export interface WorkerConfig {
+  workerId: string;
+  queues: string[];
+  concurrency: number;
+  prefetch: number;
+  claimBatchSize: number;
+  completionBatchSize: number;
+  pollIntervalMs: number;
+  /** Per-queue caps from registerQueue({ concurrency }). */
+  queueConcurrency: Map<string, number>;
+}
+
+/** How a job run ended, as far as this worker knows. */
+export type RunOutcome = Extract<JobEventType, 'completed' | 'retrying' | 'discarded' | 'cancelled' | 'lost' | 'released'>;
+
+interface RunningJob {
+  job: Job;
+  controller: AbortController;
+  startedAt: number;
+  settled: boolean;
+  /** Why the signal fired, when it did. */
+  abortReason?: 'timed_out' | 'cancelled' | 'lost' | 'shutdown';
+  deadline?: NodeJS.Timeout;
+  done: Promise<RunOutcome>;
+}
+
+/** setTimeout's longest delay; a longer expiry is left to stampeded_expire. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export class JobAbortedError extends Error {
+  override name = 'JobAbortedError';
+}
+
+/**
+ * Claims jobs in batches into a small local buffer, runs them up to
+ * `concurrency` at once, and records each outcome through the schema's
+ * functions. Claiming ahead by `prefetch` jobs means a finished handler starts
+ * the next job without a round trip; the buffer is given back on shutdown.
+ */
+export class Worker {
+  private readonly logger = new Logger('Stampeded');
+  private readonly running = new Map<string, RunningJob>();
+  private readonly buffer: Job[] = [];
+  private readonly emptyQueues = new Set<string>();
+  private readonly recorder: OutcomeRecorder;
+  private nextQueue = 0;
+  private fetching?: Promise<void>;
+  private wakeRequested = false;
+  private stopping = false;
+  private pollTimer?: NodeJS.Timeout;
+  private retryTimer?: NodeJS.Timeout;
+  private claimFailures = 0;
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly tasks: TaskRegistry,
+    private readonly events: JobEvents,
+    private readonly config: WorkerConfig,
+    private readonly processRunner?: ProcessTaskRunner,
+  ) {
+    this.recorder = new OutcomeRecorder(db, config.workerId, config.completionBatchSize);
+  }
+
+  get workerId(): string {
+    return this.config.workerId;
+  }
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  start(): void {
+    this.pollTimer = setInterval(() => {
+      this.emptyQueues.clear();
+      this.wake();
+    }, this.config.pollIntervalMs);
+    this.wake();
+  }
+
+  /** A job may be waiting: in this queue, or (no queue) anywhere. */
+  wake(queue?: string): void {
+    if (this.stopping) return;
+    if (queue !== undefined) {
+      if (!this.config.queues.includes(queue)) return;
+      this.emptyQueues.delete(queue);
+    } else {
+      this.emptyQueues.clear();
+    }
+    if (this.fetching) {
+      this.wakeRequested = true;
+      return;
+    }
+    this.fetching = this.fetchLoop().finally(() => (this.fetching = undefined));
+  }
+
+  private room(): number {
+    return this.config.concurrency + this.config.prefetch - this.running.size - this.buffer.length;
+  }
+
+  private queueRoom(queue: string): number {
+    const cap = this.config.queueConcurrency.get(queue);
+    if (cap === undefined) return Infinity;
+    let used = 0;
+    for (const r of this.running.values()) if (r.job.queue === queue) used++;
+    for (const j of this.buffer) if (j.queue === queue) used++;
+    return cap - used;
+  }
+
+  private async fetchLoop(): Promise<void> {
+    try {
+      do {
+        this.wakeRequested = false;
+        while (!this.stopping) {
+          const queue = this.pickQueue();
+          if (queue === undefined) break;
+          const limit = Math.min(this.room(), this.queueRoom(queue), this.config.claimBatchSize);
+          const jobs = await this.claim(queue, limit);
+          if (jobs.length < limit) this.emptyQueues.add(queue);
+          if (this.stopping) {
+            // Claimed while shutdown began: give them straight back.
+            await Promise.all(jobs.map((job) => this.giveBack(job)));
+            break;
+          }
+          this.buffer.push(...jobs);
+          this.startBuffered();
+        }
+      } while (this.wakeRequested && !this.stopping);
+      this.claimFailures = 0;
+    } catch (err) {
+      this.claimFailures++;
+      const delay = Math.min(30_000, 200 * 2 ** Math.min(this.claimFailures, 8));
+      if (this.claimFailures === 1 || this.claimFailures % 20 === 0) {
+        const what = isConnectionError(err) ? 'the database is unreachable' : 'claiming failed';
+        this.logger.warn(`${what} (${(err as Error)?.message ?? err}); trying again in ${delay} ms`);
+      }
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => this.wake(), delay);
+    }
+  }
+
+  /** Round robin over the queues that may have work and have room. */
+  private pickQueue(): string | undefined {
+    if (this.room() <= 0) return undefined;
+    const queues = this.config.queues;
+    for (let i = 0; i < queues.length; i++) {
+      const queue = queues[(this.nextQueue + i) % queues.length];
+      if (this.emptyQueues.has(queue) || this.queueRoom(queue) <= 0) continue;
+      this.nextQueue = (this.nextQueue + i + 1) % queues.length;
+      return queue;
+    }
+    return undefined;
+  }
+
+  async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
+    if (limit <= 0) return [];
+    const rows = await this.db.query(CLAIM, [queue, this.config.workerId, limit, now]);
+    return rows.map(toJob);
+  }
+
+  private startBuffered(): void {
+    while (this.running.size < this.config.concurrency && this.buffer.length && !this.stopping) {
+      void this.execute(this.buffer.shift()!);
+    }
+    // Below half the buffer, claim more before the last buffered job starts.
+    if (!this.stopping && this.buffer.length <= this.config.prefetch / 2) this.wake();
+  }
+
+  /** Runs one claimed job to its recorded outcome. */
+  execute(job: Job): Promise<RunOutcome> {
+    const entry = { job, controller: new AbortController(), startedAt: Date.now(), settled: false } as RunningJob;
+    this.running.set(job.id, entry);
+    this.emit('active', job);
+    entry.done = this.run(entry);
+    return entry.done;
+  }
+
+  private async run(entry: RunningJob): Promise<RunOutcome> {
+    const { job } = entry;
+    const task = this.tasks.get(job.task);
+    if (!task) {
+      this.settle(entry);
+      return this.recordFailure(job, {
+        kind: 'raised',
+        error:
+          `No handler for task "${job.task}" in this worker (pid ${process.pid}; tasks here: ${this.tasks.names().join(', ') || 'none'}). ` +
+          `It will be retried: deploy a worker that has the task, or fix the task name.`,
+        retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs),
+      });
+    }
+    this.armDeadline(entry, job.heartbeatAt ? new Date(job.heartbeatAt).getTime() : Date.now());
+    const ctx = createJobContext(this.db, this.config.workerId, job, entry.controller.signal, {
+      onAlive: () => this.armDeadline(entry, Date.now()),
+      onLost: (reason) => this.abandon(entry, 'lost', reason),
+    });
+    let result: unknown;
+    try {
+      result = await this.invoke(task, job, ctx, entry);
+    } catch (err) {
+      if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
+      this.settle(entry);
+      if (entry.abortReason === 'shutdown') return this.giveBack(job);
+      return this.recordFailure(job, this.classify(job, err));
+    }
+    if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
+    this.settle(entry);
+    const owned = await this.recorder.complete(job).catch((err: unknown) => {
+      this.logger.error(`could not record completion of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
+      return false;
+    });
+    this.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
+    return owned ? 'completed' : 'lost';
+  }
+
+  private invoke(task: RegisteredTask, job: Job, ctx: ReturnType<typeof createJobContext>, entry: RunningJob): Promise<unknown> {
+    if (task.metadata.isolation === 'process') {
+      if (!this.processRunner) throw new Error('isolation: process is not available in this worker');
+      return this.processRunner.run(task, job, ctx, entry.controller.signal);
+    }
+    return Promise.resolve(task.instance.handle(job.args, ctx));
+  }
+
+  private classify(job: Job, err: unknown): FailureRecord {
+    const error = describeError(err);
+    if (err instanceof UnrecoverableError) return { kind: 'unrecoverable', error, retryDelayMs: null };
+    if (err instanceof RetryAfterError) return { kind: 'raised', error, retryDelayMs: Math.max(0, err.delayMs) };
+    const exitStatus = (err as { exitStatus?: number }).exitStatus;
+    if ((err as { workerExited?: boolean }).workerExited) {
+      return { kind: 'worker_exited', error, retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs), exitStatus };
+    }
+    return { kind: 'raised', error, retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs) };
+  }
+
+  private armDeadline(entry: RunningJob, from: number): void {
+    clearTimeout(entry.deadline);
+    if (entry.settled) return;
+    const ms = from + entry.job.expireSeconds * 1000 - Date.now();
+    if (ms > MAX_TIMER_MS) return;
+    entry.deadline = setTimeout(() => void this.timeOut(entry), Math.max(0, ms));
+    entry.deadline.unref?.();
+  }
+
+  private async timeOut(entry: RunningJob): Promise<void> {
+    if (entry.settled) return;
+    const { job } = entry;
+    this.abandon(entry, 'timed_out', `job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
+    await this.recordFailure(job, {
+      kind: 'timed_out',
+      error: `exceeded expire_seconds (${job.expireSeconds}) without a touch`,
+      retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs),
+    });
+  }
+
+  /** Frees the slot and fires the handler's signal; what follows depends on why. */
+  private abandon(entry: RunningJob, reason: NonNullable<RunningJob['abortReason']>, message: string): void {
+    if (entry.settled) return;
+    entry.abortReason = reason;
+    this.settle(entry);
+    entry.controller.abort(new JobAbortedError(message));
+    if (reason === 'lost') this.emit('lost', entry.job, { error: message });
+  }
+
+  /** The job was cancelled (by anyone): stop running it; the database already says cancelled. */
+  cancelled(jobId: string): void {
+    const entry = this.running.get(jobId);
+    if (entry) {
+      this.abandon(entry, 'cancelled', `job ${jobId} was cancelled`);
+      this.emit('cancelled', entry.job);
+      return;
+    }
+    const index = this.buffer.findIndex((j) => j.id === jobId);
+    if (index >= 0) this.emit('cancelled', this.buffer.splice(index, 1)[0]);
+  }
+
+  private settle(entry: RunningJob): void {
+    if (entry.settled) return;
+    entry.settled = true;
+    clearTimeout(entry.deadline);
+    this.running.delete(entry.job.id);
+    this.startBuffered();
+  }
+
+  private async recordFailure(job: Job, failure: FailureRecord): Promise<RunOutcome> {
+    const result = await this.recorder.fail(job, failure).catch((err: unknown) => {
+      this.logger.error(`could not record failure of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
+      return { owned: false } as const;
+    });
+    if (!result.owned) {
+      this.emit('lost', job, { error: failure.error, failureKind: failure.kind });
+      return 'lost';
+    }
+    const detail = { error: failure.error, failureKind: failure.kind };
+    this.emit('failed', job, detail);
+    if (result.state === 'retryable') {
+      this.emit('retrying', job, { ...detail, retryDelayMs: failure.retryDelayMs ?? undefined });
+      return 'retrying';
+    }
+    this.emit('discarded', job, { ...detail, deadLettered: result.deadLettered });
+    return 'discarded';
+  }
+
+  private async giveBack(job: Job): Promise<RunOutcome> {
+    const owned = await this.recorder.release(job).catch(() => false);
+    this.emit(owned ? 'released' : 'lost', job);
+    return owned ? 'released' : 'lost';
+  }
+
+  private emit(type: JobEventType, job: Job, extra: Partial<JobEvent> = {}): void {
+    this.events.emit({ type, job, workerId: this.config.workerId, ...extra });
+  }
+
+  /**
+   * Stops claiming, gives back what was claimed but not started, lets running
+   * handlers finish for up to `timeoutMs`, then aborts the rest and gives them
+   * back too -- interrupted by us, not failed -- so nothing waits for the reaper.
+   */
+  async stop(timeoutMs: number, abortGraceMs = 2000): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.retryTimer);
+    await this.fetching;
+    await Promise.all(this.buffer.splice(0).map((job) => this.giveBack(job)));
+    await this.waitForRunning(timeoutMs);
+    const stragglers = [...this.running.values()];
+    if (stragglers.length) {
+      this.logger.warn(`shutdown: aborting ${stragglers.length} job(s) still running after ${timeoutMs} ms; they go back to the queue`);
+      for (const entry of stragglers) {
+        entry.abortReason = 'shutdown';
+        entry.controller.abort(new JobAbortedError('worker is shutting down'));
+      }
+      await this.waitForRunning(abortGraceMs);
+      for (const entry of [...this.running.values()]) {
+        this.settle(entry);
+        await this.giveBack(entry.job);
+      }
+    }
+    await this.recorder.settle();
+  }
+
+  private async waitForRunning(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.running.size && Date.now() < deadline) {
+      const pending = [...this.running.values()].map((r) => r.done);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled(pending),
+        new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now())))),
+      ]);
+      clearTimeout(timer);
+    }
+  }
+}
+
+export function describeError(err: unknown): string {
+  if (err instanceof Error) {
+    const stack = err.stack && err.stack.includes(err.message) ? err.stack : `${err.name}: ${err.message}\n${err.stack ?? ''}`;
+    return stack.trim();
+  }
+  if (typeof err === 'string') return err;
+  try {
+    return JSON.stringify(err) ?? String(err);
+  } catch {
+    return String(err);
+  }
+}

@@ -1,0 +1,128 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type pg from 'pg';
+import { InvalidJobError, QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import type { TestDatabase } from '@stampeded/testing';
+import { bootApp, sqlClient, testDatabase } from './support/test-app.js';
+
+@Task('send-email', { queue: 'emails', maxAttempts: 5, expireSeconds: 60, deadLetterQueue: 'emails-dead' })
+class SendEmail implements TaskHandler<{ to: string }> {
+  async handle(_args: { to: string }, _ctx: JobContext) {}
+}
+
+describe('enqueue', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let queue: QueueService;
+  let sql: pg.Client;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    app = await bootApp(db.url, { providers: [SendEmail], stampeded: { worker: { enabled: false } } });
+    queue = app.get(QueueService);
+    sql = await sqlClient(db.url);
+  });
+
+  afterAll(async () => {
+    await sql?.end();
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('inserts a job with the task defaults, by class or by name', async () => {
+    const byClass = await queue.enqueue(SendEmail, { to: 'a@b.c' });
+    const byName = await queue.enqueue('send-email', { to: 'd@e.f' }, { priority: 3, tenantId: 't1', destination: 'smtp' });
+    expect(byClass.deduplicated).toBe(false);
+    const { rows } = await sql.query(`SELECT * FROM stampeded_jobs WHERE id = ANY($1) ORDER BY id`, [[byClass.id, byName.id]]);
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toMatchObject({ queue: 'emails', task: 'send-email', args: { to: 'a@b.c' }, state: 'available', max_attempts: 5, expire_seconds: 60, dead_letter_queue: 'emails-dead', priority: 0 });
+    expect(rows[1]).toMatchObject({ priority: 3, tenant_id: 't1', destination: 'smtp' });
+  });
+
+  it('deduplicates a pending job by scope, and frees the scope once the job is finished', async () => {
+    const first = await queue.enqueue('welcome', { user: 42 }, { dedup: { scope: 'welcome:42' } });
+    const second = await queue.enqueue('welcome', { user: 42 }, { dedup: { scope: 'welcome:42' } });
+    expect(second).toEqual({ id: first.id, deduplicated: true });
+    const { rows } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE dedup_scope = 'welcome:42'`);
+    expect(rows[0].n).toBe(1);
+    await queue.cancel(first.id);
+    const third = await queue.enqueue('welcome', { user: 42 }, { dedup: { scope: 'welcome:42' } });
+    expect(third.deduplicated).toBe(false);
+    expect(third.id).not.toBe(first.id);
+  });
+
+  it('answers dedup per job in enqueueMany, duplicates within the batch included', async () => {
+    const results = await queue.enqueueMany([
+      { task: 'report', args: { n: 1 }, options: { dedup: { scope: 'r', period: 'hour' } } },
+      { task: 'report', args: { n: 2 }, options: { dedup: { scope: 'r', period: 'hour' } } },
+      { task: 'report', args: { n: 3 } },
+    ]);
+    expect(results[0].deduplicated).toBe(false);
+    expect(results[1]).toEqual({ id: results[0].id, deduplicated: true });
+    expect(results[2].deduplicated).toBe(false);
+    const again = await queue.enqueueMany([{ task: 'report', args: {}, options: { dedup: { scope: 'r', period: 'hour' } } }]);
+    expect(again[0]).toEqual({ id: results[0].id, deduplicated: true });
+  });
+
+  it('joins the caller transaction: a rollback leaves no job', async () => {
+    const dataSource = app.get(DataSource);
+    let id = '';
+    await expect(
+      dataSource.transaction(async (manager) => {
+        id = (await queue.enqueue('in-tx', { a: 1 }, { manager })).id;
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE id = $1`, [id])).rowCount).toBe(0);
+    await dataSource.transaction(async (manager) => {
+      id = (await queue.enqueue('in-tx', { a: 2 }, { manager })).id;
+    });
+    expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE id = $1`, [id])).rowCount).toBe(1);
+  });
+
+  it('counts from the trigger-maintained counters', async () => {
+    await queue.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ task: 'count-me', args: { i }, options: { queue: 'counted' } })));
+    expect((await queue.counts('counted')).available).toBe(5);
+    expect((await queue.counts()).counted.available).toBe(5);
+  });
+
+  it.each([
+    ['args that are an array', 'x', [1, 2], {}, /args must be a plain JSON object/],
+    ['args that are a string', 'x', 'hello', {}, /args must be a plain JSON object/],
+    ['args over 1 MB', 'x', { blob: 'x'.repeat(1_100_000) }, {}, /over the 1048576-byte limit/],
+    ['a NUL in args', 'x', { s: 'a\u0000b' }, {}, /NUL character/],
+    ['an unknown option', 'x', {}, { priorty: 1 }, /unknown option "priorty"/],
+    ['priority past smallint', 'x', {}, { priority: 40000 }, /priority must be an integer from -32768 to 32767/],
+    ['maxAttempts 0', 'x', {}, { maxAttempts: 0 }, /maxAttempts must be an integer from 1/],
+    ['backoff.baseMs past smallint', 'x', {}, { backoff: { baseMs: 60000 } }, /backoff.baseMs must be an integer from 1 to 32767/],
+    ['a dead-letter queue equal to the queue', 'x', {}, { queue: 'q', deadLetterQueue: 'q' }, /deadLetterQueue is the job's own queue/],
+    ['an invalid dedup period', 'x', {}, { dedup: { scope: 's', period: 'fortnight' } }, /dedup.period must be one of minute, hour, day, week, month/],
+    ['a queue name too long for a partition', 'x', {}, { queue: 'q'.repeat(49) }, /1 to 48 characters/],
+    ['both runAt and delayMs', 'x', {}, { runAt: new Date(), delayMs: 5 }, /cannot both be set/],
+  ])('refuses %s before writing anything', async (_what, task, args, options, message) => {
+    const before = (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs`)).rows[0].n;
+    const attempt = queue.enqueue(task as string, args as any, options as any);
+    await expect(attempt).rejects.toThrow(InvalidJobError);
+    await expect(queue.enqueue(task as string, args as any, options as any)).rejects.toThrow(message as RegExp);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs`)).rows[0].n).toBe(before);
+  });
+
+  it('schedules by runAt and delayMs on the database clock', async () => {
+    const runAt = new Date(Date.now() + 3_600_000);
+    const a = await queue.enqueue('later', {}, { runAt });
+    const b = await queue.enqueue('later', {}, { delayMs: 60_000 });
+    const { rows } = await sql.query(
+      `SELECT id, scheduled_at, extract(epoch FROM scheduled_at - inserted_at) AS delay FROM stampeded_jobs WHERE id = ANY($1)`,
+      [[a.id, b.id]],
+    );
+    const byId = Object.fromEntries(rows.map((r) => [r.id, r]));
+    expect(new Date(byId[a.id].scheduled_at).getTime()).toBe(runAt.getTime());
+    expect(Number(byId[b.id].delay)).toBeCloseTo(60, 0);
+  });
+
+  it('stores meta under this runtime key', async () => {
+    const { id } = await queue.enqueue('with-meta', {}, { meta: { traceId: 'abc' } });
+    const { rows } = await sql.query(`SELECT meta FROM stampeded_jobs WHERE id = $1`, [id]);
+    expect(rows[0].meta).toEqual({ nestjs: { traceId: 'abc' } });
+  });
+});

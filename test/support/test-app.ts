@@ -1,0 +1,64 @@
+import { Module, type DynamicModule, type INestApplicationContext, type Provider } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import pg from 'pg';
+import { StampededModule, type RegisterQueueOptions, type StampededModuleOptions } from '@stampeded/nestjs';
+import { createTestDatabase, type TestDatabase } from '@stampeded/testing';
+
+/** A database of this test file's own, on the run's one server. */
+export function testDatabase(): Promise<TestDatabase> {
+  const server = process.env.STAMPEDED_TEST_SERVER_URL;
+  if (!server) throw new Error('STAMPEDED_TEST_SERVER_URL is not set: run the tests through jest, whose globalSetup starts PostgreSQL.');
+  return createTestDatabase(server);
+}
+
+export interface TestAppOptions {
+  providers?: Provider[];
+  stampeded?: StampededModuleOptions;
+  queues?: RegisterQueueOptions[];
+  imports?: DynamicModule[];
+  /** Use the app's own TypeORM DataSource (default) or give Stampeded a connection of its own. */
+  via?: 'typeorm' | 'connection';
+}
+
+/** Boots a Nest application context with StampededModule against `url`. */
+export async function bootApp(url: string, options: TestAppOptions = {}): Promise<INestApplicationContext> {
+  const via = options.via ?? 'typeorm';
+  const stampeded: StampededModuleOptions = {
+    migrations: 'auto',
+    ...options.stampeded,
+    worker: { pollIntervalMs: 200, ...options.stampeded?.worker },
+    ...(via === 'connection' ? { connection: { url } } : {}),
+  };
+  @Module({
+    imports: [
+      ...(via === 'typeorm' ? [TypeOrmModule.forRoot({ type: 'postgres', url })] : []),
+      StampededModule.forRoot(stampeded),
+      ...(options.queues?.length ? [StampededModule.registerQueue(...options.queues)] : []),
+      ...(options.imports ?? []),
+    ],
+    providers: options.providers ?? [],
+  })
+  class TestAppModule {}
+  const app = await NestFactory.createApplicationContext(TestAppModule, { logger: ['error', 'warn'] });
+  return app;
+}
+
+/** A plain client for assertions on what the database holds. */
+export async function sqlClient(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  return client;
+}
+
+/** Polls until `check` returns a truthy value, or fails with what it last saw. */
+export async function waitFor<T>(check: () => Promise<T> | T, what: string, timeoutMs = 20_000, everyMs = 50): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  while (Date.now() < deadline) {
+    last = await check();
+    if (last) return last as NonNullable<T>;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last seen: ${JSON.stringify(last)})`);
+}
