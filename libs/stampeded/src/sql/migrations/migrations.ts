@@ -14,6 +14,7 @@ export interface MigrationFile {
 export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 1, name: 'seed', file: '0001_seed.sql' },
   { version: 2, name: 'runtime', file: '0002_runtime.sql' },
+  { version: 3, name: 'maintenance', file: '0003_maintenance.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
