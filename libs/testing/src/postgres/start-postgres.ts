@@ -86,6 +86,10 @@ async function startEmbedded(options: StartPostgresOptions): Promise<StartedPost
     // Jest and the demo run with flags of their own that the server process
     // has no use for (--experimental-vm-modules, source maps).
     execArgv: [],
+    // A process group of its own: Ctrl-C in a terminal signals the whole
+    // foreground group, and the server must outlive the app's graceful
+    // shutdown, which still needs the database. The parent stops it after.
+    detached: true,
   });
 
   const ready = await new Promise<{ url: string }>((resolve, reject) => {

@@ -1,0 +1,57 @@
+import { Logger } from '@nestjs/common';
+import { Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+
+const logger = new Logger('demo');
+
+@Task('send-welcome-email', { queue: 'emails', maxAttempts: 5 })
+export class SendWelcomeEmail implements TaskHandler<{ to: string }> {
+  async handle(args: { to: string }) {
+    await new Promise((r) => setTimeout(r, 20 + Math.random() * 80));
+    return { sent: args.to };
+  }
+}
+
+/** Fails on its first two attempts, as a flaky payment API would, then succeeds. */
+@Task('charge-card', { queue: 'payments', maxAttempts: 5, backoff: { baseMs: 200, maxMs: 1000 } })
+export class ChargeCard implements TaskHandler<{ order: number; cents: number }> {
+  async handle(args: { order: number; cents: number }, ctx: JobContext) {
+    if (ctx.attempt <= 2) throw new Error(`payment gateway timeout for order ${args.order} (attempt ${ctx.attempt})`);
+    return { charged: args.cents };
+  }
+}
+
+/** A feed that is always malformed: it fails every attempt and ends in the dead-letter queue. */
+@Task('import-feed', { queue: 'imports', maxAttempts: 3, backoff: { baseMs: 100, maxMs: 300 }, deadLetterQueue: 'dead-letters' })
+export class ImportFeed implements TaskHandler<{ url: string }> {
+  async handle(args: { url: string }) {
+    throw new Error(`feed ${args.url} is not valid XML at line 1`);
+  }
+}
+
+/** A bad request that no retry can fix. */
+@Task('resize-image', { queue: 'media', deadLetterQueue: 'dead-letters' })
+export class ResizeImage implements TaskHandler<{ width: number }> {
+  async handle(args: { width: number }) {
+    if (args.width <= 0) throw new UnrecoverableError(`width must be positive, got ${args.width}`);
+    return { resized: args.width };
+  }
+}
+
+/** A long report that saves checkpoints and stops when its signal fires (the demo cancels one). */
+@Task('generate-report', { queue: 'reports', expireSeconds: 30 })
+export class GenerateReport implements TaskHandler<{ pages: number }> {
+  async handle(args: { pages: number }, ctx: JobContext) {
+    const start = (ctx.checkpoint as { page?: number } | null)?.page ?? 0;
+    for (let page = start; page < args.pages; page++) {
+      if (ctx.signal.aborted) {
+        logger.log(`report ${ctx.id} stopped at page ${page}: ${(ctx.signal.reason as Error)?.message}`);
+        return { stoppedAt: page };
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      await ctx.saveCheckpoint({ page: page + 1 });
+    }
+    return { pages: args.pages };
+  }
+}
+
+export const DEMO_TASKS = [SendWelcomeEmail, ChargeCard, ImportFeed, ResizeImage, GenerateReport];
