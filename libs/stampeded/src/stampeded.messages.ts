@@ -54,3 +54,14 @@ export const CHECKPOINT_TOO_LARGE = (bytes: number, max: number) =>
 export const PROCESS_FILE_NOT_FOUND = (task: string, file: string) =>
   `Task "${task}" runs with isolation: 'process' but its module file ${file} could not be loaded in a child process. ` +
   `Give the task a processFile, or export the task class from its module.`;
+
+export const INVALID_SCHEDULE = (key: string, field: string, problem: string) => `Schedule "${key}": ${field} ${problem}.`;
+
+export const INVALID_MAINTENANCE_OPTION = (option: string, problem: string) =>
+  `StampededModule.forRoot(): maintenance.${option} ${problem}.`;
+
+export const INVALID_SCHEDULES_OPTION = (option: string, problem: string) =>
+  `StampededModule.forRoot(): schedules.${option} ${problem}.`;
+
+export const SCHEDULE_NOT_FOUND = (key: string) =>
+  `No schedule with key "${key}". List the schedules with SchedulesService.list(), or create it with upsert().`;
