@@ -40,7 +40,7 @@ export async function bootApp(url: string, options: TestAppOptions = {}): Promis
     providers: options.providers ?? [],
   })
   class TestAppModule {}
-  const app = await NestFactory.createApplicationContext(TestAppModule, { logger: ['error', 'warn'] });
+  const app = await NestFactory.createApplicationContext(TestAppModule, { logger: ['error', 'warn'], abortOnError: false });
   return app;
 }
 
