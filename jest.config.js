@@ -8,6 +8,7 @@ export default {
   moduleNameMapper: {
     '^@stampeded/nestjs$': '<rootDir>/libs/stampeded/src/index.ts',
     '^@stampeded/testing$': '<rootDir>/libs/testing/src/index.ts',
+    '^@stampeded/dashboard$': '<rootDir>/libs/dashboard/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/libs/**/src/**/*.spec.ts'],

@@ -1,0 +1,28 @@
+// Every error the CLI prints is one line that says what was wrong and what to do.
+
+export const NO_URL = () => `No database given: set DATABASE_URL or pass --url postgres://user:password@host:5432/db.`;
+
+export const BAD_URL = (url: string) => `${url} is not a PostgreSQL connection URL: expected postgres://user:password@host:5432/db.`;
+
+export const CANNOT_CONNECT = (where: string, why: string) =>
+  `Cannot connect to PostgreSQL at ${where}: ${why}. Check DATABASE_URL or --url, and that the server is running.`;
+
+export const AUTH_FAILED = (where: string) =>
+  `PostgreSQL at ${where} refused the login: wrong user or password. Check the credentials in DATABASE_URL or --url.`;
+
+export const NO_DATABASE = (where: string, db: string) =>
+  `PostgreSQL at ${where} has no database named "${db}". Create it, or fix the database name in DATABASE_URL or --url.`;
+
+export const SERVER_TOO_OLD = (found: string) =>
+  `Stampeded needs PostgreSQL 18 or newer, but the server is PostgreSQL ${found}. Point DATABASE_URL at a PostgreSQL 18 server. Nothing was changed.`;
+
+export const NOT_INSTALLED = (schema: string) =>
+  `Stampeded is not installed in schema "${schema}" of this database. Run \`stampeded migrate --schema ${schema}\`, or pass the --schema it was installed in.`;
+
+export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
+
+export const SCHEDULE_NOT_FOUND = (key: string) => `No schedule with key "${key}". List them with \`stampeded schedules list\`.`;
+
+export const NOT_CHANGED = (action: string, id: string, state: string) => `Job ${id} is ${state}: ${action} did nothing to it.`;
+
+export const BAD_NUMBER = (option: string, value: string) => `${option} must be a whole number of 1 or more; got "${value}".`;

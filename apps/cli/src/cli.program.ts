@@ -1,0 +1,32 @@
+import { Command } from 'commander';
+import { registerMigrate } from './commands/migrate.command.js';
+import { registerStatus } from './commands/status.command.js';
+import { registerJobs } from './commands/jobs.command.js';
+import { registerSchedules } from './commands/schedules.command.js';
+import { registerQueues } from './commands/queues.command.js';
+import { registerHealth } from './commands/health.command.js';
+import { registerPrune } from './commands/prune.command.js';
+import { registerDlq } from './commands/dlq.command.js';
+
+export function buildProgram(): Command {
+  const program = new Command('stampeded')
+    .description('Operate a Stampeded job queue: migrate it, see it, and act on its jobs, queues and schedules.')
+    .version('0.1.0')
+    .option('--url <url>', 'PostgreSQL connection URL (default: $DATABASE_URL)')
+    .option('--schema <schema>', 'the schema Stampeded is installed in', process.env.STAMPEDED_SCHEMA ?? 'public')
+    .option('--json', 'print results as JSON, for scripts')
+    .showHelpAfterError()
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 done; 1 not found, not changed, or unhealthy; 2 bad command line; 3 database unreachable, too old, or not installed.\n',
+    );
+  registerMigrate(program);
+  registerStatus(program);
+  registerJobs(program);
+  registerSchedules(program);
+  registerQueues(program);
+  registerHealth(program);
+  registerPrune(program);
+  registerDlq(program);
+  return program;
+}

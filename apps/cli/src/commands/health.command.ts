@@ -1,0 +1,38 @@
+import type { Command } from 'commander';
+import { LATEST_VERSION } from '@stampeded/nestjs';
+import { EXIT } from '../connection/cli-errors.js';
+import { emit, table } from '../output/output.js';
+import { withConnection } from './command-context.js';
+
+export function registerHealth(program: Command): void {
+  program
+    .command('health')
+    .description('partitions, vacuum, sparse indexes and schema version; exits 1 when something needs fixing')
+    .action((_opts, command: Command) =>
+      withConnection(command, async ({ inspector }, options) => {
+        const health = await inspector.health();
+        const version = Math.max(0, ...health.migrations.map((m) => Number(m.version)));
+        const problems: string[] = [];
+        const warnings: string[] = [];
+        if (version < LATEST_VERSION) problems.push(`schema is at version ${version}, latest is ${LATEST_VERSION}: run stampeded migrate`);
+        for (const p of health.partitions) {
+          if (!p.has_notify || !p.has_counts) {
+            problems.push(`partition ${p.partition} (${p.queue}) lacks its ${!p.has_counts ? 'counter' : 'notify'} trigger: its counts or wake-ups are wrong`);
+          }
+        }
+        for (const v of health.vacuum) if (v.needs_vacuum) warnings.push(`${v.relname} needs vacuum: ${v.dead_tuples} dead tuples over ${v.live_tuples} live`);
+        for (const i of health.indexes) if (i.sparse) warnings.push(`index ${i.indexname} is sparse (${Number(i.per_page).toFixed(1)} entries a page): REINDEX CONCURRENTLY it`);
+        const healthy = problems.length === 0;
+        emit(options, { healthy, problems, warnings, ...health }, () =>
+          [
+            healthy ? 'healthy' : 'UNHEALTHY',
+            ...problems.map((p) => `problem: ${p}`),
+            ...warnings.map((w) => `warning: ${w}`),
+            '',
+            table(['PARTITION', 'QUEUE', 'NOTIFY TRIGGER', 'COUNTER TRIGGER'], health.partitions.map((p) => [p.partition, p.queue, p.has_notify, p.has_counts])),
+          ].join('\n'),
+        );
+        if (!healthy) process.exitCode = EXIT.failed;
+      }),
+    );
+}

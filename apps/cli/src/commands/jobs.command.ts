@@ -1,0 +1,81 @@
+import type { Command } from 'commander';
+import { JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
+import { CliError, EXIT } from '../connection/cli-errors.js';
+import { cell, emit, fields, positiveInt, table } from '../output/output.js';
+import { operatorName, withConnection } from './command-context.js';
+
+export function registerJobs(program: Command): void {
+  const jobs = program.command('jobs').description('list, show, retry and cancel jobs');
+
+  jobs
+    .command('list')
+    .description('jobs newest first within each queue, a page at a time (keyset pagination: fast at any depth)')
+    .option('--queue <queue>', 'only this queue')
+    .option('--state <state>', 'only this state: available, claimed, executing, retryable, completed, discarded, cancelled')
+    .option('--task <task>', 'only this task')
+    .option('--tenant <tenant>', 'only this tenant')
+    .option('--destination <destination>', 'only this destination')
+    .option('--limit <n>', 'rows per page (at most 500)', positiveInt('--limit'), 50)
+    .option('--after <cursor>', 'the page after this cursor (printed under the previous page)')
+    .action((opts, command: Command) =>
+      withConnection(command, async ({ inspector }, options) => {
+        const page = await inspector.jobs(opts);
+        emit(options, page, () => {
+          if (!page.jobs.length) return 'no jobs';
+          const rows = page.jobs.map((j) => [j.id, j.queue, j.task, j.state, `${j.attempt}/${j.max_attempts}`, j.scheduled_at, j.last_error]);
+          const body = table(['ID', 'QUEUE', 'TASK', 'STATE', 'ATTEMPT', 'SCHEDULED', 'LAST ERROR'], rows);
+          return page.next ? `${body}\n\nnext page: --after ${page.next}` : body;
+        });
+      }),
+    );
+
+  jobs
+    .command('show')
+    .description('one job in full: args, meta, errors, attempts, checkpoint, dead-letter provenance')
+    .argument('<id>', 'the job id')
+    .option('--queue <queue>', 'the job queue (faster on a big table)')
+    .action((id: string, opts: { queue?: string }, command: Command) =>
+      withConnection(command, async ({ inspector }, options) => {
+        const job = await inspector.job(id, opts.queue);
+        if (!job) throw new CliError(JOB_NOT_FOUND(id), EXIT.failed);
+        emit(options, job, () => {
+          const { args, meta, errors, checkpoint, ...rest } = job;
+          const errorLines = (errors as { at: string; attempt: number; kind: string; message: string }[]).map(
+            (e) => `  #${e.attempt} ${e.at} ${e.kind}: ${cell(e.message)}`,
+          );
+          return [
+            fields(Object.entries(rest).filter(([k]) => k !== 'dedup_key')),
+            `args:       ${JSON.stringify(args)}`,
+            `meta:       ${JSON.stringify(meta)}`,
+            `checkpoint: ${checkpoint === null ? '-' : JSON.stringify(checkpoint)}`,
+            `errors:     ${errorLines.length ? `\n${errorLines.join('\n')}` : '-'}`,
+          ].join('\n');
+        });
+      }),
+    );
+
+  for (const [name, description, action] of [
+    ['retry', 'run a discarded or cancelled job again with a fresh attempt budget, or a waiting one now', 'retry'],
+    ['cancel', 'cancel a job that has not finished; a running handler sees its abort signal', 'cancel'],
+    ['discard', 'finish a waiting job as discarded without running it again', 'discard'],
+  ] as const) {
+    jobs
+      .command(name)
+      .description(description)
+      .argument('<id>', 'the job id')
+      .option('--queue <queue>', 'the job queue (faster on a big table)')
+      .action((id: string, opts: { queue?: string }, command: Command) =>
+        withConnection(command, async ({ inspector }, options) => {
+          const result =
+            action === 'retry'
+              ? await inspector.retry(id, opts.queue)
+              : action === 'cancel'
+                ? await inspector.cancel(id, opts.queue)
+                : await inspector.discard(id, opts.queue, operatorName());
+          if (!result) throw new CliError(JOB_NOT_FOUND(id), EXIT.failed);
+          if (!result.changed) throw new CliError(NOT_CHANGED(action, id, result.state), EXIT.failed);
+          emit(options, result, () => `job ${id} (${result.queue}): ${result.previousState} -> ${result.state}`);
+        }),
+      );
+  }
+}

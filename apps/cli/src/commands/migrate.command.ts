@@ -1,0 +1,39 @@
+import type { Command } from 'commander';
+import { LATEST_VERSION, migrate } from '@stampeded/nestjs';
+import { connectionError, resolveUrl } from '../connection/cli-connection.js';
+import { CliError, EXIT } from '../connection/cli-errors.js';
+import { SERVER_TOO_OLD } from '../cli.messages.js';
+import { emit, progress } from '../output/output.js';
+import { globals } from './command-context.js';
+
+export function registerMigrate(program: Command): void {
+  program
+    .command('migrate')
+    .description('install Stampeded, or bring it up to date, in --schema (one transaction: all or nothing)')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const url = resolveUrl(options);
+      const started = Date.now();
+      let applied;
+      try {
+        applied = await migrate(url.toString(), {
+          schema: options.schema,
+          onApplied: (m) => progress(`applied migration ${m.version} (${m.name})`),
+        });
+      } catch (err) {
+        const message = (err as Error).message ?? '';
+        if ((err as Error).name === 'StampededConfigError') {
+          const version = /PostgreSQL (\S+?)\.? Upgrade/.exec(message)?.[1];
+          throw new CliError(version ? SERVER_TOO_OLD(version) : message.split('\n')[0], EXIT.database);
+        }
+        if ((err as { code?: string }).code) throw connectionError(err, url);
+        throw err;
+      }
+      const result = { schema: options.schema, version: LATEST_VERSION, applied: applied.map((m) => ({ version: m.version, name: m.name })) };
+      emit(options, result, () =>
+        applied.length
+          ? `schema "${options.schema}" migrated to version ${LATEST_VERSION}: applied ${applied.length} migration(s) in ${Date.now() - started} ms`
+          : `schema "${options.schema}" is up to date (version ${LATEST_VERSION})`,
+      );
+    });
+}

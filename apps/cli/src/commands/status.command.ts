@@ -1,0 +1,43 @@
+import type { Command } from 'commander';
+import { LATEST_VERSION } from '@stampeded/nestjs';
+import { STATES } from '@stampeded/dashboard';
+import { emit, table } from '../output/output.js';
+import { withConnection } from './command-context.js';
+
+/** A worker silent for longer than this is shown as stale: the reaper's default is five minutes. */
+const STALE_AFTER_SECS = 60;
+
+export function registerStatus(program: Command): void {
+  program
+    .command('status')
+    .description('server and schema versions, jobs per queue and state, queue verdicts, workers')
+    .action((_options, command: Command) =>
+      withConnection(command, async ({ inspector }, options) => {
+        const [queues, health, { workers }] = await Promise.all([inspector.queues(), inspector.health(), inspector.workers()]);
+        const schemaVersion = Math.max(0, ...health.migrations.map((m) => Number(m.version)));
+        const live = workers.filter((w) => Number(w.silent_secs) <= STALE_AFTER_SECS).length;
+        const result = {
+          server: health.server.version,
+          schema: options.schema,
+          schemaVersion,
+          latestVersion: LATEST_VERSION,
+          workers: { live, stale: workers.length - live },
+          queues,
+        };
+        emit(options, result, () =>
+          [
+            `PostgreSQL ${health.server.version}, schema "${options.schema}" at version ${schemaVersion}` +
+              (schemaVersion < LATEST_VERSION ? ` (behind: latest is ${LATEST_VERSION}; run stampeded migrate)` : ''),
+            `workers: ${live} live, ${workers.length - live} stale`,
+            '',
+            queues.length
+              ? table(
+                  ['QUEUE', ...STATES.map((s) => s.toUpperCase()), 'VERDICT', 'HEAD WAIT'],
+                  queues.map((q) => [q.queue, ...STATES.map((s) => q.counts[s]), q.verdict, q.headWaitSecs === null ? '-' : `${q.headWaitSecs.toFixed(1)}s`]),
+                )
+              : 'no queues yet',
+          ].join('\n'),
+        );
+      }),
+    );
+}

@@ -1,0 +1,141 @@
+import {
+  Body, ConflictException, Get, Header, HttpCode, Inject, Injectable, NotFoundException, Param, Post, Query, Req, UseFilters, UseGuards,
+} from '@nestjs/common';
+import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
+import { CsrfGuard } from '../auth/csrf.guard.js';
+import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
+import { CSRF_COOKIE } from '../dashboard.constants.js';
+import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND } from '../dashboard.messages.js';
+import { StampededInspector, type ActionResult } from '../inspector/stampeded-inspector.js';
+import { InspectorErrorFilter } from './inspector-error.filter.js';
+
+export type JobAction = 'retry' | 'run' | 'cancel' | 'discard';
+const JOB_ACTIONS: readonly JobAction[] = ['retry', 'run', 'cancel', 'discard'];
+
+/** Runs one job action; null when there is no such job. Shared by the API and the pages' forms. */
+export async function runJobAction(inspector: StampededInspector, action: string, id: string, queue: string | undefined, by: string): Promise<ActionResult | null> {
+  if (!JOB_ACTIONS.includes(action as JobAction)) throw new NotFoundException(`No job action "${action}": use one of ${JOB_ACTIONS.join(', ')}.`);
+  switch (action as JobAction) {
+    case 'retry':
+    case 'run':
+      // One function does both: a finished-badly job gets a fresh budget, a waiting one runs now.
+      return inspector.retry(id, queue);
+    case 'cancel':
+      return inspector.cancel(id, queue);
+    case 'discard':
+      return inspector.discard(id, queue, by);
+  }
+}
+
+export function operatorOf(request: DashboardRequest): string {
+  const header = request.headers.authorization;
+  if (header?.startsWith('Basic ')) {
+    const user = Buffer.from(header.slice(6), 'base64').toString('utf8').split(':')[0];
+    if (user) return `${user} (dashboard)`;
+  }
+  return 'the dashboard';
+}
+
+/**
+ * The JSON API under `<path>/api`. Mounted at the configured path by
+ * StampededDashboardModule.forRoot(), which subclasses it with the route.
+ */
+@Injectable()
+@UseGuards(DashboardAuthGuard, CsrfGuard)
+@UseFilters(InspectorErrorFilter)
+export class DashboardApiController {
+  constructor(@Inject(StampededInspector) private readonly inspector: StampededInspector) {}
+
+  /** The CSRF token to send as the x-stampeded-csrf header; the cookie it pairs with comes with this response. */
+  @Get('csrf')
+  @Header('Cache-Control', 'no-store')
+  csrf(@Req() request: DashboardRequest) {
+    return { token: cookieOf(request, CSRF_COOKIE) };
+  }
+
+  @Get('queues')
+  @Header('Cache-Control', 'no-store')
+  async queues() {
+    const [queues, throughput] = await Promise.all([this.inspector.queues(), this.inspector.throughput()]);
+    return { queues, throughput };
+  }
+
+  @Get('throughput')
+  @Header('Cache-Control', 'no-store')
+  throughput(@Query('queue') queue?: string, @Query('minutes') minutes?: string) {
+    return this.inspector.throughput({ queue, minutes: minutes ? Math.min(Math.max(1, Number(minutes) || 60), 1440) : 60 });
+  }
+
+  @Get('jobs')
+  @Header('Cache-Control', 'no-store')
+  jobs(@Query() q: Record<string, string | undefined>) {
+    return this.inspector.jobs({ queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, limit: q.limit ? Number(q.limit) || 50 : undefined });
+  }
+
+  @Get('jobs/:id')
+  @Header('Cache-Control', 'no-store')
+  async job(@Param('id') id: string, @Query('queue') queue?: string) {
+    const job = await this.inspector.job(id, queue);
+    if (!job) throw new NotFoundException(JOB_NOT_FOUND(id));
+    return job;
+  }
+
+  @Post('jobs/:id/:action')
+  @HttpCode(200)
+  async jobAction(@Param('id') id: string, @Param('action') action: string, @Req() request: DashboardRequest, @Query('queue') queue?: string) {
+    const result = await runJobAction(this.inspector, action, id, queue, operatorOf(request));
+    if (!result) throw new NotFoundException(JOB_NOT_FOUND(id));
+    if (!result.changed) throw new ConflictException(NOT_ACTIONABLE(action, id, result.state));
+    return result;
+  }
+
+  @Get('errors')
+  @Header('Cache-Control', 'no-store')
+  errors(@Query('queue') queue?: string) {
+    return this.inspector.errors({ queue });
+  }
+
+  @Get('workers')
+  @Header('Cache-Control', 'no-store')
+  workers() {
+    return this.inspector.workers();
+  }
+
+  @Get('schedules')
+  @Header('Cache-Control', 'no-store')
+  schedules() {
+    return this.inspector.schedules();
+  }
+
+  @Post('schedules/:key/:action')
+  @HttpCode(200)
+  async scheduleAction(@Param('key') key: string, @Param('action') action: string) {
+    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(`No schedule action "${action}": use pause or resume.`);
+    if (!(await this.inspector.setSchedulePaused(key, action === 'pause'))) throw new NotFoundException(SCHEDULE_NOT_FOUND(key));
+    return { key, paused: action === 'pause' };
+  }
+
+  @Post('queues/:queue/:action')
+  @HttpCode(200)
+  queueAction(@Param('queue') queue: string, @Param('action') action: string, @Req() request: DashboardRequest, @Body() body?: { reason?: string }) {
+    if (action === 'pause') return this.inspector.pauseQueue(queue, operatorOf(request), typeof body?.reason === 'string' ? body.reason : undefined);
+    if (action === 'resume') return this.inspector.resumeQueue(queue, operatorOf(request));
+    throw new NotFoundException(`No queue action "${action}": use pause or resume.`);
+  }
+
+  @Post('dlq/:queue/redrive')
+  @HttpCode(200)
+  redrive(@Param('queue') queue: string, @Body() body?: { task?: string; fingerprint?: string; dryRun?: boolean | string }) {
+    return this.inspector.redrive(queue, {
+      task: body?.task || undefined,
+      fingerprint: body?.fingerprint || undefined,
+      dryRun: body?.dryRun === true || body?.dryRun === 'true',
+    });
+  }
+
+  @Get('health')
+  @Header('Cache-Control', 'no-store')
+  health() {
+    return this.inspector.health();
+  }
+}

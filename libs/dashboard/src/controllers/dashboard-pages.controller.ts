@@ -1,0 +1,123 @@
+import {
+  Body, Get, Inject, Injectable, NotFoundException, Param, Post, Query, Redirect, Req, Res, UseFilters, UseGuards, applyDecorators, Header,
+} from '@nestjs/common';
+import type { ServerResponse } from 'node:http';
+import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
+import { CsrfGuard, ensureCsrfCookie } from '../auth/csrf.guard.js';
+import type { DashboardRequest } from '../auth/dashboard-request.js';
+import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
+import { JOB_NOT_FOUND } from '../dashboard.messages.js';
+import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
+import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import type { PageContext } from '../views/layout.view.js';
+import { errorsPage, healthPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage } from '../views/pages.view.js';
+import { InspectorErrorFilter } from './inspector-error.filter.js';
+import { operatorOf, runJobAction } from './dashboard-api.controller.js';
+
+/**
+ * Pages carry no script, so the policy forbids all of it; frame-ancestors
+ * and X-Frame-Options keep the action buttons from being clickjacked.
+ */
+const HtmlPage = () =>
+  applyDecorators(
+    Header('Content-Type', 'text/html; charset=utf-8'),
+    Header('Cache-Control', 'no-store'),
+    Header('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    Header('X-Frame-Options', 'DENY'),
+    Header('Referrer-Policy', 'same-origin'),
+  );
+
+/** The web UI: server-rendered pages, and the form posts their buttons make. */
+@Injectable()
+@UseGuards(DashboardAuthGuard, CsrfGuard)
+@UseFilters(InspectorErrorFilter)
+export class DashboardPagesController {
+  constructor(
+    @Inject(StampededInspector) private readonly inspector: StampededInspector,
+    @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+  ) {}
+
+  @Get()
+  @HtmlPage()
+  async queues(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
+    const [queues, throughput] = await Promise.all([this.inspector.queues(), this.inspector.throughput()]);
+    return queuesPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, queues, throughput);
+  }
+
+  @Get('jobs')
+  @HtmlPage()
+  async jobs(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
+    const filters = { queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after };
+    const page = await this.inspector.jobs(filters);
+    return jobsPage(this.context(request, response), filters, page);
+  }
+
+  @Get('jobs/:id')
+  @HtmlPage()
+  async job(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('id') id: string, @Query('queue') queue?: string) {
+    const job = await this.inspector.job(id, queue || undefined);
+    if (!job) throw new NotFoundException(JOB_NOT_FOUND(id));
+    return jobPage(this.context(request, response), job);
+  }
+
+  @Get('errors')
+  @HtmlPage()
+  async errors(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query('queue') queue?: string) {
+    return errorsPage(this.context(request, response), await this.inspector.errors({ queue: queue || undefined }));
+  }
+
+  @Get('workers')
+  @HtmlPage()
+  async workers(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
+    return workersPage(this.context(request, response), await this.inspector.workers());
+  }
+
+  @Get('schedules')
+  @HtmlPage()
+  async schedules(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
+    return schedulesPage(this.context(request, response), await this.inspector.schedules());
+  }
+
+  @Get('health')
+  @HtmlPage()
+  async health(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
+    return healthPage(this.context(request, response), await this.inspector.health());
+  }
+
+  @Post('actions/jobs/:id/:action')
+  @Redirect()
+  async jobAction(@Req() request: DashboardRequest, @Param('id') id: string, @Param('action') action: string, @Body() body: Record<string, unknown>, @Query('queue') queue?: string) {
+    const result = await runJobAction(this.inspector, action, id, queue || undefined, operatorOf(request));
+    if (!result) throw new NotFoundException(JOB_NOT_FOUND(id));
+    return this.back(body);
+  }
+
+  @Post('actions/queues/:queue/:action')
+  @Redirect()
+  async queueAction(@Req() request: DashboardRequest, @Param('queue') queue: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
+    if (action === 'pause') await this.inspector.pauseQueue(queue, operatorOf(request));
+    else if (action === 'resume') await this.inspector.resumeQueue(queue, operatorOf(request));
+    else throw new NotFoundException(`No queue action "${action}".`);
+    return this.back(body);
+  }
+
+  @Post('actions/schedules/:key/:action')
+  @Redirect()
+  async scheduleAction(@Param('key') key: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
+    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(`No schedule action "${action}".`);
+    await this.inspector.setSchedulePaused(key, action === 'pause');
+    return this.back(body);
+  }
+
+  private context(request: DashboardRequest, response: ServerResponse): PageContext {
+    return { base: this.options.path, csrf: ensureCsrfCookie(request, response, this.options.path), readOnly: this.options.readOnly };
+  }
+
+  /** Back to the page the button was on, never off the dashboard (an open redirect is a phishing tool). */
+  private back(body: Record<string, unknown>): { url: string; statusCode: number } {
+    const base = this.options.path;
+    const wanted = typeof body?._back === 'string' ? body._back : '';
+    const safe = (wanted === base || wanted.startsWith(`${base}/`)) && !wanted.startsWith('//') && !/[\r\n\\]/.test(wanted);
+    return { url: safe && wanted ? wanted : base || '/', statusCode: 303 };
+  }
+}

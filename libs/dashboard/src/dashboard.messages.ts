@@ -1,0 +1,37 @@
+// Every error the dashboard and the CLI raise says what was wrong and what to do.
+
+export const AUTH_REQUIRED = () =>
+  `StampededDashboardModule.forRoot() needs an auth setting: the dashboard can retry, cancel and discard jobs, ` +
+  `so it is closed by default. Pass auth: { username, password } for basic auth, a guard class (CanActivate), ` +
+  `or a function (request) => boolean.`;
+
+export const BAD_AUTH = (got: string) =>
+  `StampededDashboardModule.forRoot(): auth must be { username, password }, a guard class or a function (request) => boolean; got ${got}.`;
+
+export const BAD_PATH = (path: unknown) =>
+  `StampededDashboardModule.forRoot(): path must be a URL path such as '/stampeded', got ${JSON.stringify(path)}.`;
+
+export const UNKNOWN_DASHBOARD_OPTIONS = (unknown: string[], allowed: readonly string[]) =>
+  `StampededDashboardModule.forRoot(): unknown option(s) ${unknown.join(', ')}. Allowed: ${allowed.join(', ')}.`;
+
+export const CSRF_REJECTED = () =>
+  `This action needs the dashboard's CSRF token (header x-stampeded-csrf, or form field _csrf) matching its cookie. ` +
+  `Reload the dashboard page, or GET <path>/api/csrf first when scripting the API.`;
+
+export const READ_ONLY = () => `The dashboard is read-only (readOnly: true): no job, queue or schedule can be changed from it.`;
+
+export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
+
+export const NOT_A_JOB_ID = (id: string) => `${JSON.stringify(id)} is not a job id (a UUID).`;
+
+export const SCHEDULE_NOT_FOUND = (key: string) => `No schedule with key ${JSON.stringify(key)}. List them with \`stampeded schedules list\`.`;
+
+export const BAD_FILTER = (name: string, value: string, allowed: readonly string[]) =>
+  `${name} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`;
+
+export const BAD_CURSOR = () => `The page cursor is not one this dashboard wrote: start again from the first page.`;
+
+export const BAD_FINGERPRINT = (value: string) => `A fingerprint is 64 hex characters (as the errors page shows it); got ${JSON.stringify(value)}.`;
+
+export const NOT_ACTIONABLE = (action: string, id: string, state: string) =>
+  `Job ${id} is ${state}: ${action} does nothing to a job in that state.`;

@@ -1,0 +1,20 @@
+export { StampededDashboardModule, DashboardConfigError, resolveDashboardOptions } from './dashboard.module.js';
+export type {
+  StampededDashboardOptions,
+  DashboardAuth,
+  DashboardAuthFunction,
+  BasicAuthCredentials,
+} from './interfaces/dashboard-options.interface.js';
+export { StampededInspector, InspectorInputError, STATES, encodeCursor } from './inspector/stampeded-inspector.js';
+export type {
+  InspectorDatabase,
+  QueueSummary,
+  ThroughputBucket,
+  JobPage,
+  ActionResult,
+  RedriveOptions,
+  RedriveResult,
+  PruneOptions,
+  State,
+} from './inspector/stampeded-inspector.js';
+export { CSRF_COOKIE, CSRF_HEADER, CSRF_FIELD } from './dashboard.constants.js';

@@ -1,0 +1,330 @@
+import type { QueryResultRow } from 'pg';
+import type { Statement } from '../sql/statement.js';
+import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
+import { QUEUE_COUNTS, QUEUE_STATE, SET_QUEUE_VERDICT } from '../sql/queues.sql.js';
+import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
+import { SCHEDULES, SET_SCHEDULE_PAUSED } from '../sql/schedules.sql.js';
+import { INDEX_DENSITY, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
+import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
+import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../sql/dead-letters.sql.js';
+import { BAD_CURSOR, BAD_FILTER, BAD_FINGERPRINT, NOT_A_JOB_ID } from '../dashboard.messages.js';
+
+/** What the inspector needs of a database: StampededDatabase fits. */
+export interface InspectorDatabase {
+  query<Row extends QueryResultRow = QueryResultRow>(statement: Statement, values?: unknown[]): Promise<Row[]>;
+}
+
+export const STATES = ['available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'] as const;
+export type State = (typeof STATES)[number];
+
+/** An input the operator got wrong: a 400 in the API, exit code 2 in the CLI. */
+export class InspectorInputError extends Error {
+  override name = 'InspectorInputError';
+}
+
+export interface QueueSummary {
+  queue: string;
+  counts: Record<State, number>;
+  verdict: string;
+  reason: string | null;
+  decidedAt: Date | null;
+  maxRunning: number | null;
+  maxWaitSecs: number | null;
+  /** How long the job at the head of the claim order has been due, in seconds; null when none is due. */
+  headWaitSecs: number | null;
+  /** Finished in the last hour, by outcome. */
+  lastHour: { completed: number; discarded: number; cancelled: number };
+}
+
+export interface ThroughputBucket {
+  /** Start of the minute, epoch seconds. */
+  at: number;
+  completed: number;
+  discarded: number;
+  cancelled: number;
+}
+
+export interface JobPage {
+  jobs: Record<string, unknown>[];
+  /** Pass as `after` for the next page; null on the last page. */
+  next: string | null;
+}
+
+export interface ActionResult {
+  id: string;
+  queue: string | null;
+  previousState: string;
+  state: string;
+  changed: boolean;
+}
+
+export interface RedriveOptions {
+  task?: string;
+  /** Hex, as the errors page shows it. */
+  fingerprint?: string;
+  dryRun?: boolean;
+  batchSize?: number;
+  onProgress?: (moved: number) => void;
+}
+
+export interface RedriveResult {
+  queue: string;
+  dryRun: boolean;
+  /** Jobs moved, or that would move on a dry run. */
+  moved: number;
+  bySource: { sourceQueue: string; task: string; jobs: number }[];
+}
+
+export interface PruneOptions {
+  completedOlderThan?: string;
+  failedOlderThan?: string;
+  occurrencesOlderThan?: string;
+  batchSize?: number;
+  onProgress?: (deleted: number) => void;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_PAGE = 500;
+
+/**
+ * The operator's view of one Stampeded install, and the few actions on it.
+ * The dashboard and the CLI both use it, so both answer the same way. Every
+ * statement reads through an index or the trigger-maintained counters.
+ */
+export class StampededInspector {
+  constructor(private readonly db: InspectorDatabase) {}
+
+  async queues(): Promise<QueueSummary[]> {
+    const [counts, states, throughput] = await Promise.all([
+      this.db.query<{ queue: string; state: State; n: string }>(QUEUE_COUNTS),
+      this.db.query<Record<string, any>>(QUEUE_STATE),
+      this.db.query<{ queue: string; state: string; n: string }>(THROUGHPUT, [60]),
+    ]);
+    const byQueue = new Map<string, QueueSummary>();
+    const summary = (queue: string) => {
+      let s = byQueue.get(queue);
+      if (!s) {
+        s = {
+          queue,
+          counts: emptyCounts(),
+          verdict: 'steady',
+          reason: null,
+          decidedAt: null,
+          maxRunning: null,
+          maxWaitSecs: null,
+          headWaitSecs: null,
+          lastHour: { completed: 0, discarded: 0, cancelled: 0 },
+        };
+        byQueue.set(queue, s);
+      }
+      return s;
+    };
+    for (const row of states) {
+      const s = summary(row.queue);
+      s.verdict = row.verdict ?? 'steady';
+      s.reason = row.reason;
+      s.decidedAt = row.decided_at;
+      s.maxRunning = row.max_running;
+      s.maxWaitSecs = row.max_wait_secs;
+      s.headWaitSecs = row.head_wait_secs === null ? null : Math.max(0, Number(row.head_wait_secs));
+    }
+    for (const row of counts) if (Number(row.n) !== 0 || byQueue.has(row.queue)) summary(row.queue).counts[row.state] = Number(row.n);
+    for (const row of throughput) {
+      const s = byQueue.get(row.queue);
+      if (s && row.state in s.lastHour) s.lastHour[row.state as keyof QueueSummary['lastHour']] += Number(row.n);
+    }
+    return [...byQueue.values()].sort((a, b) => a.queue.localeCompare(b.queue));
+  }
+
+  /** Jobs finished per minute over the last `minutes`, oldest first, every minute present. */
+  async throughput(options: { queue?: string; minutes?: number } = {}): Promise<ThroughputBucket[]> {
+    const minutes = options.minutes ?? 60;
+    const rows = await this.db.query<{ queue: string; bucket: string; state: string; n: string }>(THROUGHPUT, [minutes]);
+    const now = Math.floor(Date.now() / 60_000) * 60;
+    const buckets = new Map<number, ThroughputBucket>();
+    for (let i = minutes - 1; i >= 0; i--) buckets.set(now - i * 60, { at: now - i * 60, completed: 0, discarded: 0, cancelled: 0 });
+    for (const row of rows) {
+      if (options.queue !== undefined && row.queue !== options.queue) continue;
+      const at = Number(row.bucket);
+      const bucket = buckets.get(at) ?? { at, completed: 0, discarded: 0, cancelled: 0 };
+      buckets.set(at, bucket);
+      if (row.state === 'completed' || row.state === 'discarded' || row.state === 'cancelled') bucket[row.state] += Number(row.n);
+    }
+    return [...buckets.values()].sort((a, b) => a.at - b.at);
+  }
+
+  async jobs(filters: { queue?: string; state?: string; task?: string; tenant?: string; destination?: string; after?: string; limit?: number } = {}): Promise<JobPage> {
+    const limit = Math.min(Math.max(1, Math.floor(filters.limit ?? 50)), MAX_PAGE);
+    if (filters.state !== undefined && !STATES.includes(filters.state as State)) {
+      throw new InspectorInputError(BAD_FILTER('state', filters.state, STATES));
+    }
+    const query: JobFilters = {};
+    for (const key of ['queue', 'state', 'task', 'tenant', 'destination'] as const) {
+      if (filters[key] !== undefined && filters[key] !== '') query[key] = filters[key];
+    }
+    if (filters.after) query.after = decodeCursor(filters.after);
+    const { statement, values } = listJobsQuery(query, limit + 1);
+    const rows = await this.db.query(statement, values);
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return { jobs: page, next: rows.length > limit && last ? encodeCursor(last.queue, last.id) : null };
+  }
+
+  async job(id: string, queue?: string): Promise<Record<string, unknown> | null> {
+    assertJobId(id);
+    const [row] = await this.db.query(GET_JOB, [id, queue ?? null]);
+    return row ?? null;
+  }
+
+  /** A discarded or cancelled job runs again with a fresh budget; a waiting one runs now. */
+  retry(id: string, queue?: string): Promise<ActionResult | null> {
+    return this.act(RETRY_JOB, id, queue, []);
+  }
+
+  /** Fenced: once this returns no worker can record an outcome for the job. */
+  cancel(id: string, queue?: string): Promise<ActionResult | null> {
+    return this.act(CANCEL_JOB, id, queue, []);
+  }
+
+  /** A waiting job is finished as discarded without running again. */
+  async discard(id: string, queue?: string, by = 'an operator'): Promise<ActionResult | null> {
+    const result = await this.act(DISCARD_JOB, id, queue, [`discarded by ${by}`]);
+    if (result) return result;
+    // Not waiting: say what state it is in rather than "not found".
+    const job = await this.job(id, queue);
+    if (!job) return null;
+    return { id, queue: job.queue as string, previousState: job.state as string, state: job.state as string, changed: false };
+  }
+
+  async errors(options: { queue?: string; limit?: number } = {}): Promise<Record<string, unknown>[]> {
+    const rows = await this.db.query(ERRORS_BY_FINGERPRINT, [options.queue ?? null, Math.min(options.limit ?? 50, MAX_PAGE)]);
+    return rows.map((r) => ({ ...r, jobs: Number(r.jobs), retrying: Number(r.retrying), discarded: Number(r.discarded) }));
+  }
+
+  async workers(): Promise<{ workers: Record<string, unknown>[]; running: Record<string, unknown>[] }> {
+    const [workers, running] = await Promise.all([this.db.query(WORKERS), this.db.query(RUNNING_JOBS, [200])]);
+    return { workers, running };
+  }
+
+  schedules(): Promise<Record<string, unknown>[]> {
+    return this.db.query(SCHEDULES);
+  }
+
+  /** True when the schedule exists. */
+  async setSchedulePaused(key: string, paused: boolean): Promise<boolean> {
+    return (await this.db.query(SET_SCHEDULE_PAUSED, [key, paused])).length > 0;
+  }
+
+  /**
+   * An operator hold on a queue, as the verdict 'hold' in its policy row. The
+   * worker honours verdicts once the flow-control planner lands; until then
+   * this records the decision and the dashboard shows it.
+   */
+  async pauseQueue(queue: string, by: string, why?: string): Promise<Record<string, unknown>> {
+    const [row] = await this.db.query(SET_QUEUE_VERDICT, [queue, 'hold', `paused by ${by}${why ? `: ${why}` : ''}`]);
+    return row;
+  }
+
+  async resumeQueue(queue: string, by: string): Promise<Record<string, unknown>> {
+    const [row] = await this.db.query(SET_QUEUE_VERDICT, [queue, 'steady', `resumed by ${by}`]);
+    return row;
+  }
+
+  async health(): Promise<{
+    server: { version: string; num: number };
+    migrations: { version: number; name: string; applied_at: Date }[];
+    vacuum: Record<string, unknown>[];
+    indexes: Record<string, unknown>[];
+    partitions: Record<string, unknown>[];
+  }> {
+    const [[server], migrations, vacuum, indexes, partitions] = await Promise.all([
+      this.db.query<{ version: string; num: number }>(SERVER_VERSION),
+      this.db.query<{ version: number; name: string; applied_at: Date }>(SCHEMA_VERSIONS),
+      this.db.query(VACUUM_HEALTH),
+      this.db.query(INDEX_DENSITY),
+      this.db.query(PARTITION_HEALTH),
+    ]);
+    return { server, migrations, vacuum, indexes, partitions };
+  }
+
+  /**
+   * Puts a dead-letter queue's copies back on their source queues, in
+   * batches, optionally only those of one task or one error fingerprint.
+   */
+  async redrive(queue: string, options: RedriveOptions = {}): Promise<RedriveResult> {
+    const fingerprint = options.fingerprint === undefined ? null : parseFingerprint(options.fingerprint);
+    const task = options.task ?? null;
+    const preview = await this.db.query<{ source_queue: string; task: string; jobs: string }>(REDRIVE_PREVIEW, [queue, task, fingerprint]);
+    const bySource = preview.map((r) => ({ sourceQueue: r.source_queue, task: r.task, jobs: Number(r.jobs) }));
+    if (options.dryRun) return { queue, dryRun: true, moved: bySource.reduce((n, r) => n + r.jobs, 0), bySource };
+    const batchSize = options.batchSize ?? 1000;
+    let moved = 0;
+    let after: string | null = null;
+    for (;;) {
+      const [row]: { moved: number; last_id: string | null }[] = await this.db.query(REDRIVE_BATCH, [queue, task, fingerprint, after, batchSize]);
+      moved += row.moved;
+      if (row.moved) options.onProgress?.(moved);
+      if (row.last_id === null) break;
+      after = row.last_id;
+    }
+    return { queue, dryRun: false, moved, bySource };
+  }
+
+  /** Deletes finished jobs past their retention, batch by batch until a short batch comes back. */
+  async prune(options: PruneOptions = {}): Promise<{ jobs: number; occurrences: number }> {
+    const batchSize = options.batchSize ?? 10_000;
+    let jobs = 0;
+    for (;;) {
+      const [{ deleted }] = await this.db.query<{ deleted: number }>(PRUNE_BATCH, [
+        options.completedOlderThan ?? '1 hour',
+        batchSize,
+        options.failedOlderThan ?? '7 days',
+      ]);
+      jobs += deleted;
+      if (deleted) options.onProgress?.(jobs);
+      if (deleted < batchSize) break;
+    }
+    let occurrences = 0;
+    for (;;) {
+      const [{ deleted }] = await this.db.query<{ deleted: number }>(PRUNE_OCCURRENCES, [options.occurrencesOlderThan ?? '30 days']);
+      occurrences += deleted;
+      // stampeded_prune_occurrences deletes at most 10000 a call.
+      if (deleted < 10_000) break;
+    }
+    return { jobs, occurrences };
+  }
+
+  private async act(statement: Statement, id: string, queue: string | undefined, extra: unknown[]): Promise<ActionResult | null> {
+    assertJobId(id);
+    const [row] = await this.db.query<{ was: string; now_state: string; queue: string }>(statement, [id, queue ?? null, ...extra]);
+    if (!row) return null;
+    return { id, queue: row.queue, previousState: row.was, state: row.now_state, changed: row.was !== row.now_state || (statement === RETRY_JOB && row.now_state === 'available') };
+  }
+}
+
+export function emptyCounts(): Record<State, number> {
+  return Object.fromEntries(STATES.map((s) => [s, 0])) as Record<State, number>;
+}
+
+function assertJobId(id: string): void {
+  if (typeof id !== 'string' || !UUID.test(id)) throw new InspectorInputError(NOT_A_JOB_ID(id));
+}
+
+function parseFingerprint(hex: string): Buffer {
+  if (!/^[0-9a-f]{64}$/i.test(hex)) throw new InspectorInputError(BAD_FINGERPRINT(hex));
+  return Buffer.from(hex, 'hex');
+}
+
+export function encodeCursor(queue: string, id: string): string {
+  return Buffer.from(JSON.stringify([queue, id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { queue: string; id: string } {
+  try {
+    const [queue, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (typeof queue === 'string' && typeof id === 'string' && UUID.test(id)) return { queue, id };
+  } catch {
+    // fall through to the one error below
+  }
+  throw new InspectorInputError(BAD_CURSOR());
+}

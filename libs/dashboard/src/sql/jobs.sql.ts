@@ -1,0 +1,142 @@
+import { sql, type Statement } from './statement.js';
+
+/** The columns a list row shows; the full row is for the detail page only. */
+const LIST_COLUMNS = `id::text AS id, queue, task, state, priority, attempt, max_attempts, tenant_id, destination,
+       scheduled_at, inserted_at, finished_at, failure_kind, left(last_error, 300) AS last_error,
+       source_queue, dead_letter_queue`;
+
+export interface JobFilters {
+  queue?: string;
+  state?: string;
+  task?: string;
+  tenant?: string;
+  destination?: string;
+  /** The last row of the previous page. */
+  after?: { queue: string; id: string };
+}
+
+const listVariants = new Map<string, Statement>();
+
+/**
+ * The jobs list for one combination of filters, with its values. Built per
+ * combination, not as one statement with `$1 IS NULL OR queue = $1` arms: a
+ * prepared statement's generic plan cannot prune partitions or pick the
+ * tenant and destination indexes through an OR, and Postgres switches to the
+ * generic plan after five executions. Each variant is named for its filters,
+ * so each is prepared once per connection.
+ *
+ * Keyset pagination on the primary key (queue, id), newest first within a
+ * queue: the next page starts strictly after the last row seen, so a page
+ * deep in a million rows costs what the first page costs. No OFFSET, no count.
+ */
+export function listJobsQuery(filters: JobFilters, limit: number): { statement: Statement; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const names: string[] = [];
+  const add = (name: string, clause: (n: number) => string, value: unknown) => {
+    values.push(value);
+    where.push(clause(values.length));
+    names.push(name);
+  };
+  if (filters.queue !== undefined) add('queue', (n) => `queue = $${n}`, filters.queue);
+  if (filters.state !== undefined) add('state', (n) => `state = $${n}`, filters.state);
+  if (filters.task !== undefined) add('task', (n) => `task = $${n}`, filters.task);
+  if (filters.tenant !== undefined) add('tenant', (n) => `tenant_id = $${n}`, filters.tenant);
+  if (filters.destination !== undefined) add('destination', (n) => `destination = $${n}`, filters.destination);
+  if (filters.after) {
+    values.push(filters.after.queue);
+    add('after', (n) => `(queue, id) < ($${n - 1}::text, $${n}::uuid)`, filters.after.id);
+  }
+  values.push(limit);
+  const key = names.join(',') || 'all';
+  let statement = listVariants.get(key);
+  if (!statement) {
+    statement = sql(
+      `dashboard_list_jobs:${key}`,
+      `SELECT ${LIST_COLUMNS}
+         FROM stampeded_jobs
+        WHERE ${where.length ? where.join(' AND ') : 'true'}
+        ORDER BY queue DESC, id DESC
+        LIMIT $${values.length}`,
+    );
+    listVariants.set(key, statement);
+  }
+  return { statement, values };
+}
+
+/**
+ * One job by id. With its queue the primary key answers directly; without it
+ * PostgreSQL 18 skip-scans the primary key (queue, id) over its few distinct
+ * queues rather than reading every row.
+ */
+export const GET_JOB = sql(
+  'dashboard_get_job',
+  `SELECT *, id::text AS id, claimed_by::text AS claimed_by, source_id::text AS source_id,
+          encode(error_fingerprint, 'hex') AS error_fingerprint
+     FROM stampeded_jobs
+    WHERE id = $1::uuid AND ($2::text IS NULL OR queue = $2)`,
+);
+
+export const RETRY_JOB = sql('dashboard_retry_job', `SELECT was, now_state, queue FROM stampeded_retry($1::uuid, $2::text)`);
+
+export const CANCEL_JOB = sql('dashboard_cancel_job', `SELECT was, now_state, queue FROM stampeded_cancel($1::uuid, $2::text)`);
+
+/**
+ * An operator's discard: a waiting job is finished as failed without running
+ * again. Only waiting jobs: a running one is cancelled instead, which fences
+ * its worker. No dead-letter copy: the operator chose to drop it.
+ */
+export const DISCARD_JOB = sql(
+  'dashboard_discard_job',
+  `UPDATE stampeded_jobs
+      SET state        = 'discarded',
+          failure_kind = 'unrecoverable',
+          last_error   = left($3::text, 4000),
+          finished_at  = now(),
+          dedup_scope  = NULL
+    WHERE id = $1::uuid AND ($2::text IS NULL OR queue = $2)
+      AND state IN ('available', 'retryable')
+   RETURNING OLD.state AS was, NEW.state AS now_state, queue`,
+);
+
+/**
+ * Errors grouped by fingerprint (the schema's normalised hash of the message),
+ * over jobs that are failing now: retrying or discarded. Read through the
+ * fingerprint's partial index, which holds only jobs that ever failed.
+ */
+export const ERRORS_BY_FINGERPRINT = sql(
+  'dashboard_errors_by_fingerprint',
+  `SELECT encode(error_fingerprint, 'hex') AS fingerprint,
+          count(*)::bigint AS jobs,
+          count(*) FILTER (WHERE state = 'retryable')::bigint AS retrying,
+          count(*) FILTER (WHERE state = 'discarded')::bigint AS discarded,
+          array_agg(DISTINCT queue ORDER BY queue) AS queues,
+          array_agg(DISTINCT task ORDER BY task) AS tasks,
+          array_agg(DISTINCT failure_kind ORDER BY failure_kind) AS failure_kinds,
+          (array_agg(id::text ORDER BY id DESC))[1] AS example_id,
+          (array_agg(queue ORDER BY id DESC))[1] AS example_queue,
+          (array_agg(last_error ORDER BY id DESC))[1] AS example_error
+     FROM stampeded_jobs
+    WHERE error_fingerprint IS NOT NULL
+      AND state IN ('retryable', 'discarded')
+      AND ($1::text IS NULL OR queue = $1)
+    GROUP BY error_fingerprint
+    ORDER BY count(*) DESC
+    LIMIT $2`,
+);
+
+/**
+ * Jobs finished in the last hour, per queue, minute and outcome: the
+ * finished_at partial index answers the range, and the chart needs no more.
+ */
+export const THROUGHPUT = sql(
+  'dashboard_throughput',
+  `SELECT queue,
+          extract(epoch FROM date_bin('1 minute', finished_at, date_trunc('minute', now())))::bigint AS bucket,
+          state,
+          count(*)::bigint AS n
+     FROM stampeded_jobs
+    WHERE finished_at IS NOT NULL
+      AND finished_at >= date_trunc('minute', now()) - make_interval(mins => $1::int - 1)
+    GROUP BY 1, 2, 3`,
+);

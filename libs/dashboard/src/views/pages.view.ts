@@ -1,0 +1,164 @@
+import { STATES, type JobPage, type QueueSummary, type ThroughputBucket } from '../inspector/stampeded-inspector.js';
+import { throughputChart } from './chart.view.js';
+import { esc, query, show, table } from './html.js';
+import { actionButton, layout, type PageContext } from './layout.view.js';
+
+const jobLink = (ctx: PageContext, id: unknown, queue: unknown) =>
+  `<a href="${esc(`${ctx.base}/jobs/${id}${query({ queue })}`)}">${esc(String(id).slice(0, 8))}…</a>`;
+
+const wait = (secs: number | null) => (secs === null ? show(null) : secs > 60 ? `<span class="bad">${secs.toFixed(0)}s</span>` : `${secs.toFixed(1)}s`);
+
+export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput: ThroughputBucket[]): string {
+  const rows = queues.map((q) => [
+    `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue })}`)}">${esc(q.queue)}</a>`,
+    ...STATES.map((s) => (q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>')),
+    String(q.lastHour.completed),
+    q.lastHour.discarded ? `<span class="bad">${q.lastHour.discarded}</span>` : '0',
+    wait(q.headWaitSecs),
+    `<span class="tag ${esc(q.verdict)}">${esc(q.verdict)}</span>${q.reason ? ` <span class="dim">${esc(q.reason)}</span>` : ''}`,
+    q.verdict === 'hold'
+      ? actionButton(ctx, `/actions/queues/${encodeURIComponent(q.queue)}/resume`, 'Resume', ctx.base || '/')
+      : actionButton(ctx, `/actions/queues/${encodeURIComponent(q.queue)}/pause`, 'Pause', ctx.base || '/'),
+  ]);
+  const body = `<h2>Finished per minute, last hour</h2>${throughputChart(throughput)}
+<h2>Queues</h2>${table(['Queue', ...STATES, 'done 1h', 'discarded 1h', 'head wait', 'verdict', ''], rows, 'no queues yet')}
+<p class="dim">Counts come from the trigger-maintained counters. "Head wait" is how long the next job in claim order has been due.</p>`;
+  return layout(ctx, '', 'Queues', body);
+}
+
+export function jobsPage(ctx: PageContext, filters: Record<string, string | undefined>, page: JobPage): string {
+  const input = (name: string) => `<input name="${name}" placeholder="${name}" value="${esc(filters[name] ?? '')}" size="12">`;
+  const stateSelect = `<select name="state"><option value="">any state</option>${STATES.map(
+    (s) => `<option${filters.state === s ? ' selected' : ''}>${s}</option>`,
+  ).join('')}</select>`;
+  const form = `<form class="filters" method="get" action="${esc(`${ctx.base}/jobs`)}">${input('queue')}${stateSelect}${input('task')}${input('tenant')}${input('destination')}<button>Filter</button></form>`;
+  const rows = page.jobs.map((j) => [
+    jobLink(ctx, j.id, j.queue),
+    esc(j.queue),
+    esc(j.task),
+    esc(j.state),
+    `${esc(j.attempt)}/${esc(j.max_attempts)}`,
+    show(j.tenant_id),
+    show(j.destination),
+    show(j.scheduled_at),
+    show(j.finished_at),
+    j.last_error ? `<span class="bad">${esc(j.last_error)}</span>` : show(null),
+  ]);
+  const { after: _after, ...rest } = filters;
+  const next = page.next ? `<p><a rel="next" href="${esc(`${ctx.base}/jobs${query({ ...rest, after: page.next })}`)}">Next page →</a></p>` : '';
+  const first = filters.after ? `<p><a href="${esc(`${ctx.base}/jobs${query(rest)}`)}">← First page</a></p>` : '';
+  return layout(ctx, '/jobs', 'Jobs', `${form}${table(['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'], rows, 'no jobs match')}${first}${next}`);
+}
+
+export function jobPage(ctx: PageContext, job: Record<string, any>): string {
+  const back = `${ctx.base}/jobs/${job.id}${query({ queue: job.queue })}`;
+  const action = (name: string, label: string) => actionButton(ctx, `/actions/jobs/${job.id}/${name}${query({ queue: job.queue })}`, label, back);
+  const actions = [
+    ['discarded', 'cancelled'].includes(job.state) ? action('retry', 'Retry') : '',
+    ['available', 'retryable'].includes(job.state) ? action('run', 'Run now') : '',
+    ['available', 'retryable', 'claimed', 'executing'].includes(job.state) ? action('cancel', 'Cancel') : '',
+    ['available', 'retryable'].includes(job.state) ? action('discard', 'Discard') : '',
+  ].join(' ');
+  const facts: [string, string][] = [
+    ['queue', `<a href="${esc(`${ctx.base}/jobs${query({ queue: job.queue })}`)}">${esc(job.queue)}</a>`],
+    ['task', esc(job.task)],
+    ['state', `<strong>${esc(job.state)}</strong>`],
+    ['attempt', `${esc(job.attempt)} of ${esc(job.max_attempts)}`],
+    ['interruptions', `${esc(job.interruptions)} of ${esc(job.max_interruptions)}`],
+    ['deferrals', `${esc(job.deferrals)} of ${esc(job.max_deferrals)}`],
+    ['priority', esc(job.priority)],
+    ['tenant', show(job.tenant_id)],
+    ['destination', show(job.destination)],
+    ['scheduled at', show(job.scheduled_at)],
+    ['inserted at', show(job.inserted_at)],
+    ['finished at', show(job.finished_at)],
+    ['claimed by', show(job.claimed_by)],
+    ['attempted by', show((job.attempted_by ?? []).join(', '))],
+    ['failure kind', show(job.failure_kind)],
+    ['error fingerprint', job.error_fingerprint ? `<a href="${esc(`${ctx.base}/errors`)}">${esc(String(job.error_fingerprint).slice(0, 16))}…</a>` : show(null)],
+    ['dedup', show(job.dedup_scope ? `${job.dedup_scope}${job.dedup_period ? ` per ${job.dedup_period}` : ''}` : null)],
+    ['dead-letter queue', show(job.dead_letter_queue)],
+    ['dead-lettered from', job.source_id ? `${jobLink(ctx, job.source_id, job.source_queue)} in ${esc(job.source_queue)} after ${esc(job.source_attempts)} attempt(s)` : show(null)],
+  ];
+  const errors = (job.errors ?? []) as Record<string, unknown>[];
+  const body = `<p>${actions}</p>
+<table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
+${job.last_error ? `<h2>Last error</h2><pre>${esc(job.last_error)}</pre>` : ''}
+<h2>Error history</h2>${table(['attempt', 'at', 'kind', 'message', 'destination', 'exit status'], errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(e.message), show(e.destination), show(e.exit_status)]), 'no errors')}
+<h2>Args</h2><pre>${esc(JSON.stringify(job.args, null, 2))}</pre>
+<h2>Meta</h2><pre>${esc(JSON.stringify(job.meta, null, 2))}</pre>
+<h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p><pre>${esc(JSON.stringify(job.checkpoint, null, 2))}</pre>`}`;
+  return layout(ctx, '/jobs', `Job ${job.id}`, body);
+}
+
+export function errorsPage(ctx: PageContext, errors: Record<string, any>[]): string {
+  const rows = errors.map((e) => [
+    `<code>${esc(String(e.fingerprint).slice(0, 12))}</code>`,
+    esc(e.jobs),
+    esc(e.retrying),
+    e.discarded ? `<span class="bad">${esc(e.discarded)}</span>` : '0',
+    esc((e.queues ?? []).join(', ')),
+    esc((e.tasks ?? []).join(', ')),
+    esc((e.failure_kinds ?? []).join(', ')),
+    `${jobLink(ctx, e.example_id, e.example_queue)} <span class="bad">${esc(e.example_error)}</span>`,
+  ]);
+  return layout(ctx, '/errors', 'Errors', `${table(['fingerprint', 'jobs', 'retrying', 'discarded', 'queues', 'tasks', 'kinds', 'example'], rows, 'no failing jobs')}
+<p class="dim">Jobs retrying or discarded now, grouped by their error's fingerprint (the message with ids and numbers taken out).</p>`);
+}
+
+export function workersPage(ctx: PageContext, data: { workers: Record<string, any>[]; running: Record<string, any>[] }): string {
+  const workers = data.workers.map((w) => [
+    `<code>${esc(String(w.id).slice(0, 8))}</code>`,
+    esc(w.hostname),
+    esc(w.pid),
+    esc((w.queues ?? []).join(', ')),
+    show(w.started_at),
+    Number(w.silent_secs) > 60 ? `<span class="bad">${Number(w.silent_secs).toFixed(0)}s ago</span>` : `${Number(w.silent_secs).toFixed(1)}s ago`,
+    esc(w.running),
+  ]);
+  const running = data.running.map((j) => [jobLink(ctx, j.id, j.queue), esc(j.queue), esc(j.task), `<code>${esc(String(j.claimed_by).slice(0, 8))}</code>`, show(j.claimed_at), show(j.heartbeat_at), esc(j.attempt)]);
+  return layout(ctx, '/workers', 'Workers', `${table(['id', 'host', 'pid', 'queues', 'started', 'last heartbeat', 'running'], workers, 'no workers registered')}
+<h2>Running jobs</h2>${table(['job', 'queue', 'task', 'worker', 'claimed', 'heartbeat', 'attempt'], running, 'nothing running')}`);
+}
+
+export function schedulesPage(ctx: PageContext, schedules: Record<string, any>[]): string {
+  const back = `${ctx.base}/schedules`;
+  const rows = schedules.map((s) => [
+    esc(s.key),
+    esc(s.queue),
+    esc(s.task),
+    esc(s.cron_expr ?? `every ${s.interval_secs}s`),
+    `${esc(s.next_run_local)} <span class="dim">${esc(s.timezone)}</span>`,
+    show(s.last_run_at),
+    s.paused ? '<span class="tag hold">paused</span>' : '<span class="tag">active</span>',
+    actionButton(ctx, `/actions/schedules/${encodeURIComponent(s.key)}/${s.paused ? 'resume' : 'pause'}`, s.paused ? 'Resume' : 'Pause', back),
+  ]);
+  return layout(ctx, '/schedules', 'Schedules', table(['key', 'queue', 'task', 'rule', 'next run', 'last run', 'state', ''], rows, 'no schedules'));
+}
+
+export function healthPage(ctx: PageContext, health: Record<string, any>): string {
+  const partitions = (health.partitions as Record<string, any>[]).map((p) => [
+    esc(p.partition),
+    esc(p.queue),
+    p.has_notify ? '<span class="ok">yes</span>' : '<span class="bad">missing</span>',
+    p.has_counts ? '<span class="ok">yes</span>' : '<span class="bad">missing</span>',
+  ]);
+  const vacuum = (health.vacuum as Record<string, any>[]).map((v) => [
+    esc(v.relname),
+    esc(v.live_tuples),
+    esc(v.dead_tuples),
+    esc(Number(v.dead_ratio).toFixed(3)),
+    v.needs_vacuum ? '<span class="bad">yes</span>' : 'no',
+    show(v.last_autovacuum),
+  ]);
+  const sparse = (health.indexes as Record<string, any>[]).filter((i) => i.sparse).map((i) => [esc(i.indexname), esc(i.pages), esc(i.entries), esc(Number(i.per_page).toFixed(1))]);
+  const version = Math.max(0, ...(health.migrations as { version: number }[]).map((m) => Number(m.version)));
+  return layout(ctx, '/health', 'Health', `<p>PostgreSQL ${esc(health.server.version)}, schema at migration ${version}.</p>
+<h2>Partitions</h2>${table(['partition', 'queue', 'notify trigger', 'counter trigger'], partitions)}
+<h2>Vacuum</h2>${table(['table', 'live', 'dead', 'dead ratio', 'needs vacuum', 'last autovacuum'], vacuum)}
+<h2>Sparse indexes</h2>${table(['index', 'pages', 'entries', 'per page'], sparse, 'none: every index is dense')}`);
+}
+
+export function errorPage(ctx: PageContext, status: number, message: string): string {
+  return layout(ctx, '', status === 404 ? 'Not found' : 'Error', `<p class="bad">${esc(message)}</p>`);
+}
