@@ -27,6 +27,7 @@ export function qualify(statement: Statement, schema: string): Statement {
   const prefix = quoteIdent(schema);
   return {
     name: `${statement.name}:${schema}`,
-    text: statement.text.replace(/(?<![\w."])stampeded_(?=\w)/g, `${prefix}.stampeded_`),
+    // Not after a quote: 'stampeded_jobs_' in a string literal is a name being built, not a reference.
+    text: statement.text.replace(/(?<![\w."'])stampeded_(?=\w)/g, `${prefix}.stampeded_`),
   };
 }

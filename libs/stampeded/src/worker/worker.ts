@@ -61,6 +61,8 @@ export class Worker {
   private fetching?: Promise<void>;
   private wakeRequested = false;
   private stopping = false;
+  /** Only a started worker claims on its own; drain() drives a worker that never starts. */
+  private started = false;
   private pollTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private claimFailures = 0;
@@ -84,6 +86,7 @@ export class Worker {
   }
 
   start(): void {
+    this.started = true;
     this.pollTimer = setInterval(() => {
       this.emptyQueues.clear();
       this.wake();
@@ -93,7 +96,7 @@ export class Worker {
 
   /** A job may be waiting: in this queue, or (no queue) anywhere. */
   wake(queue?: string): void {
-    if (this.stopping) return;
+    if (this.stopping || !this.started) return;
     if (queue !== undefined) {
       if (!this.config.queues.includes(queue)) return;
       this.emptyQueues.delete(queue);

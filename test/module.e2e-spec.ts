@@ -1,0 +1,180 @@
+import { Global, Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import type pg from 'pg';
+import {
+  InjectQueue,
+  Queue,
+  QueueService,
+  StampededModule,
+  Task,
+  migrate,
+  type TaskHandler,
+} from '@stampeded/nestjs';
+import { drain, expectEnqueued, type TestDatabase } from '@stampeded/testing';
+import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+
+@Task('noop', { queue: 'emails' })
+class Noop implements TaskHandler {
+  handle() {}
+}
+
+@Injectable()
+class Mailer {
+  constructor(@InjectQueue('mail') readonly emails: Queue) {}
+}
+
+const create = (module: unknown) =>
+  NestFactory.createApplicationContext(module as any, { logger: false, abortOnError: false });
+
+describe('StampededModule', () => {
+  let db: TestDatabase;
+  let sql: pg.Client;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    await migrate(db.url);
+    sql = await sqlClient(db.url);
+  });
+
+  afterAll(async () => {
+    await sql?.end();
+    await db?.drop();
+  });
+
+  it('works imported alone, with the app default TypeORM DataSource', async () => {
+    @Module({ imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), StampededModule], providers: [Noop] })
+    class AppModule {}
+    const app = await create(AppModule);
+    const { id } = await app.get(QueueService).enqueue(Noop, {});
+    expect((await sql.query(`SELECT queue FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].queue).toBe('emails');
+    await waitFor(async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].state === 'completed', 'the job to run');
+    await app.close();
+  });
+
+  it('forRootAsync takes options from a factory with injected dependencies', async () => {
+    @Injectable()
+    class Config {
+      url = db.url;
+    }
+    @Global()
+    @Module({ providers: [Config], exports: [Config] })
+    class ConfigModule {}
+    @Module({
+      imports: [
+        ConfigModule,
+        StampededModule.forRootAsync({
+          inject: [Config],
+          useFactory: (config: Config) => ({ connection: { url: config.url }, worker: { enabled: false } }),
+        }),
+      ],
+    })
+    class AppModule {}
+    const app = await create(AppModule);
+    const { id } = await app.get(QueueService).enqueue('from-async', {});
+    expect(id).toBeTruthy();
+    await app.close();
+  });
+
+  it('uses a named DataSource and never destroys a DataSource it did not create', async () => {
+    const mine = new DataSource({ type: 'postgres', url: db.url });
+    await mine.initialize();
+    @Global()
+    @Module({ providers: [{ provide: getDataSourceToken('jobs'), useValue: mine }], exports: [getDataSourceToken('jobs')] })
+    class DataModule {}
+    @Module({ imports: [DataModule, StampededModule.forRoot({ dataSource: 'jobs', worker: { enabled: false } })] })
+    class AppModule {}
+    const app = await create(AppModule);
+    await app.get(QueueService).enqueue('named', {});
+    await app.close();
+    expect(mine.isInitialized).toBe(true);
+    expect(await mine.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    await mine.destroy();
+  });
+
+  it('says what to do when there is no DataSource and no connection', async () => {
+    @Module({ imports: [StampededModule.forRoot({ worker: { enabled: false } })] })
+    class AppModule {}
+    await expect(create(AppModule)).rejects.toThrow(/found no TypeORM DataSource.*TypeOrmModule.forRoot/);
+  });
+
+  it('refuses unknown options', async () => {
+    expect(() => StampededModule.forRoot({ workers: {} } as never)).toThrow(/unknown option\(s\) workers/);
+    expect(() => StampededModule.forRoot({ worker: { concurency: 3 } } as never)).toThrow(/unknown worker option\(s\) concurency/);
+  });
+
+  it('fails fast, naming both classes, on a duplicate task name', async () => {
+    @Task('same-name')
+    class First implements TaskHandler {
+      handle() {}
+    }
+    @Task('same-name')
+    class Second implements TaskHandler {
+      handle() {}
+    }
+    await expect(bootApp(db.url, { providers: [First, Second] })).rejects.toThrow(/Task "same-name" is declared twice, by First and by Second/);
+  });
+
+  it('fails fast on a task class without handle()', async () => {
+    @Task('no-handle')
+    class NoHandle {}
+    await expect(bootApp(db.url, { providers: [NoHandle] })).rejects.toThrow(/NoHandle is marked @Task\('no-handle'\) but has no handle/);
+  });
+
+  it('fails fast on a task with a bad option', async () => {
+    @Task('bad-option', { maxAttempts: 0 })
+    class BadOption implements TaskHandler {
+      handle() {}
+    }
+    await expect(bootApp(db.url, { providers: [BadOption] })).rejects.toThrow(/@Task\('bad-option'\) on BadOption: maxAttempts must be an integer from 1/);
+  });
+
+  it('registerQueue provisions a partition (UNLOGGED when asked) and injects a queue handle', async () => {
+    const app = await bootApp(db.url, {
+      providers: [Mailer],
+      queues: [{ name: 'mail', defaultJobOptions: { maxAttempts: 7 } }, { name: 'metrics', unlogged: true }],
+      stampeded: { worker: { enabled: false } },
+    });
+    const { rows } = await sql.query(
+      `SELECT relname, relpersistence FROM pg_class WHERE relname IN ('stampeded_jobs_mail', 'stampeded_jobs_metrics') ORDER BY relname`,
+    );
+    expect(rows).toEqual([
+      { relname: 'stampeded_jobs_mail', relpersistence: 'p' },
+      { relname: 'stampeded_jobs_metrics', relpersistence: 'u' },
+    ]);
+    const { id } = await app.get(Mailer).emails.enqueue('welcome', { to: 'x' });
+    const { rows: job } = await sql.query(`SELECT tableoid::regclass::text AS partition, max_attempts FROM stampeded_jobs WHERE id = $1`, [id]);
+    expect(job[0]).toEqual({ partition: 'stampeded_jobs_mail', max_attempts: 7 });
+    expect((await app.get(Mailer).emails.counts()).available).toBeGreaterThanOrEqual(1);
+    await app.close();
+  });
+
+  it('refuses a queue whose partition name another queue already holds', async () => {
+    const first = await bootApp(db.url, { queues: [{ name: 'a.b' }], stampeded: { worker: { enabled: false } } });
+    await first.close();
+    await expect(bootApp(db.url, { queues: [{ name: 'a-b' }], stampeded: { worker: { enabled: false } } })).rejects.toThrow(
+      /Queue "a-b" would use partition stampeded_jobs_a_b, which already holds queue a.b/,
+    );
+  });
+
+  it('drain() runs due jobs to their outcome and expectEnqueued() finds pending ones', async () => {
+    @Task('drained', { queue: 'drainq', maxAttempts: 2, backoff: { baseMs: 30000 } })
+    class Drained implements TaskHandler<{ fail?: boolean }> {
+      handle(args: { fail?: boolean }) {
+        if (args.fail) throw new Error('nope');
+      }
+    }
+    const app: INestApplicationContext = await bootApp(db.url, { providers: [Drained], stampeded: { worker: { enabled: false } } });
+    const queue = app.get(QueueService);
+    await queue.enqueue('drained', { n: 1 });
+    await queue.enqueue('drained', { fail: true });
+    await expectEnqueued(app, { task: 'drained', count: 2 });
+    await expect(expectEnqueued(app, { task: 'drained', args: { n: 99 } })).rejects.toThrow(/found 0.*drainq\/drained/);
+    const first = await drain(app, { queue: 'drainq' });
+    expect(first).toMatchObject({ completed: 1, retrying: 1 });
+    const second = await drain(app, { queue: 'drainq', withScheduled: true });
+    expect(second).toMatchObject({ discarded: 1 });
+    await app.close();
+  });
+});
