@@ -9,6 +9,11 @@ import { QueueRegistry } from './queue/queue.registry.js';
 import { QueueService } from './queue/queue.service.js';
 import { Queue } from './queue/queue.js';
 import { WorkerOrchestrator } from './worker/worker.orchestrator.js';
+import { MaintenanceService } from './maintenance/maintenance.service.js';
+import { resolveMaintenanceConfig } from './maintenance/maintenance.config.js';
+import { SchedulesService } from './scheduler/schedules.service.js';
+import { SchedulerOrchestrator } from './scheduler/scheduler.orchestrator.js';
+import { resolveSchedulesConfig } from './scheduler/schedules.config.js';
 import { StampededDatabase } from './database/stampeded-database.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
@@ -19,10 +24,15 @@ import type {
   StampededOptionsFactory,
 } from './interfaces/stampeded-options.interface.js';
 
-const CORE_PROVIDERS: Provider[] = [TaskRegistry, TaskExplorer, JobEvents, QueueRegistry, QueueService, WorkerOrchestrator];
-const CORE_EXPORTS = [QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, STAMPEDED_OPTIONS];
+const CORE_PROVIDERS: Provider[] = [
+  TaskRegistry, TaskExplorer, JobEvents, QueueRegistry, QueueService, WorkerOrchestrator,
+  MaintenanceService, SchedulesService, SchedulerOrchestrator,
+];
+const CORE_EXPORTS = [
+  QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, STAMPEDED_OPTIONS,
+];
 
-const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions'];
+const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock'];
 const WORKER_OPTION_NAMES = [
   'enabled', 'concurrency', 'queues', 'pollIntervalMs', 'shutdownTimeoutMs', 'heartbeatIntervalMs',
   'prefetch', 'claimBatchSize', 'completionBatchSize', 'metadata',
@@ -53,6 +63,11 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   }
   if (options.schema !== undefined && (typeof options.schema !== 'string' || !options.schema || options.schema.length > 63)) {
     throw new StampededConfigError(`${where}: schema must be a Postgres schema name of 1 to 63 characters.`);
+  }
+  resolveMaintenanceConfig(options.maintenance, options.worker?.heartbeatIntervalMs);
+  resolveSchedulesConfig(options.schedules);
+  if (options.clock !== undefined && typeof options.clock?.now !== 'function') {
+    throw new StampededConfigError(`${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof options.clock}.`);
   }
   return options;
 }

@@ -12,7 +12,7 @@ export interface RegisteredTask {
   classRef: Type<unknown>;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'declaredIn'] as const;
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'declaredIn', 'schedule'] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()

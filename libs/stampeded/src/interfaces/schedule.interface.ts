@@ -1,3 +1,5 @@
+import type { Duration } from './maintenance.interface.js';
+
 /**
  * `instant` fires at every absolute instant the expression matches: a time
  * repeated by a fall-back fires twice, a time skipped by a spring-forward
@@ -73,4 +75,18 @@ export interface ScheduleFiring {
   jobId: string | null;
   outcome: 'fired' | 'duplicate' | 'skipped';
   nextRunAt: Date;
+}
+
+export interface SchedulesOptions {
+  /** Fire due schedules from this process. Declared schedules are upserted either way. Default true. */
+  enabled?: boolean;
+  /** How often this process looks for due schedules. Default 1000 ms. */
+  pollIntervalMs?: number;
+  /** Schedules claimed per transaction. Default 100. */
+  batchSize?: number;
+  /**
+   * How late an occurrence may be reached and still count as on time. Later
+   * than this it was missed, and the schedule's missedPolicy decides. Default '60s'.
+   */
+  misfireGrace?: Duration;
 }

@@ -1,6 +1,9 @@
 import type { ModuleMetadata, Type } from '@nestjs/common';
 import type { PoolConfig } from 'pg';
 import type { JobOptions } from './job-options.interface.js';
+import type { MaintenanceOptions } from './maintenance.interface.js';
+import type { SchedulesOptions } from './schedule.interface.js';
+import type { StampededClock } from './clock.interface.js';
 
 export interface WorkerOptions {
   /** Run jobs in this process. `false` for API-only processes: they still enqueue. Default true. */
@@ -47,6 +50,12 @@ export interface StampededModuleOptions {
   worker?: WorkerOptions;
   /** Defaults for every job this app enqueues; a task's and an enqueue's options win. */
   defaultJobOptions?: JobOptions;
+  /** The maintenance leader: reaping, expiry, pruning and retention, partition repair, health, reindexing. */
+  maintenance?: MaintenanceOptions;
+  /** Firing of cron and interval schedules. */
+  schedules?: SchedulesOptions;
+  /** Where the scheduler reads the time. Default: the database's clock. Tests pass a TestClock. */
+  clock?: StampededClock;
 }
 
 export interface StampededModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {

@@ -1,4 +1,5 @@
 import type { JobOptions } from './job-options.interface.js';
+import type { TaskScheduleOptions } from './schedule.interface.js';
 
 export interface TaskOptions extends JobOptions {
   /**
@@ -13,6 +14,11 @@ export interface TaskOptions extends JobOptions {
    * module that declared the task class and calls `new Class().handle()`.
    */
   processFile?: string | URL;
+  /**
+   * Enqueue this task on a schedule: `{ cron: '0 3 * * *', timezone: 'Europe/Berlin' }`
+   * or `{ every: '15m' }`. Upserted at bootstrap under `key` (default: the task name).
+   */
+  schedule?: TaskScheduleOptions;
 }
 
 export interface TaskMetadata extends TaskOptions {

@@ -1,0 +1,88 @@
+/** A duration: milliseconds, or a string such as '90s', '15m', '1h', '7d'. */
+export type Duration = number | string;
+
+export interface MaintenanceOptions {
+  /**
+   * Take part in the election of the maintenance leader. `false` for
+   * API-only processes: they never reap, prune or repair. Default true.
+   */
+  enabled?: boolean;
+  /** How often a follower tries to become leader, and the leader checks its connection. Default 5000 ms. */
+  leaderCheckIntervalMs?: Duration;
+  /** How often the leader gives back the jobs of dead workers. Default 30 s. */
+  reapIntervalMs?: Duration;
+  /** How long a worker may be silent before it is dead. Default 60 s; at least three worker heartbeats. */
+  reapDeadAfter?: Duration;
+  /** How often the leader fails jobs that ran past expire_seconds without a touch. Default 30 s. */
+  expireIntervalMs?: Duration;
+  /** Jobs expired per statement. Default 100. */
+  expireBatchSize?: number;
+  /** How often the leader prunes finished jobs. Default 60 s. */
+  pruneIntervalMs?: Duration;
+  /** How long completed jobs are kept. Default '1h'. */
+  completedRetention?: Duration;
+  /** How long discarded and cancelled jobs are kept. Default '7d'. */
+  failedRetention?: Duration;
+  /** How long the schedules' occurrence ledger is kept. Default '30d'. */
+  occurrenceRetention?: Duration;
+  /** Jobs deleted per statement. Default 10,000. */
+  pruneBatchSize?: number;
+  /** Most time one prune tick may take; the rest of a backlog waits for the next. Default 5000 ms. */
+  pruneMaxDurationMs?: Duration;
+  /** How often partitions are checked for missing triggers (and repaired). Default 5 min. */
+  partitionCheckIntervalMs?: Duration;
+  /** How often the leader takes a health snapshot. Default 5 min. */
+  healthIntervalMs?: Duration;
+  /** Rebuild sparse indexes with REINDEX CONCURRENTLY. Default false: it is the operator's call. */
+  reindex?: boolean | { intervalMs?: Duration };
+}
+
+export interface VacuumHealth {
+  relname: string;
+  liveTuples: number;
+  deadTuples: number;
+  deadRatio: number;
+  autovacThreshold: number;
+  needsVacuum: boolean;
+  lastAutovacuum: Date | null;
+}
+
+export interface IndexDensity {
+  indexName: string;
+  pages: number;
+  entries: number;
+  perPage: number;
+  sparse: boolean;
+}
+
+export interface PartitionHealth {
+  partition: string;
+  queue: string;
+  hasNotify: boolean;
+  hasCounts: boolean;
+}
+
+/** A structured health report: what the leader logs and the dashboard shows. */
+export interface MaintenanceHealth {
+  at: Date;
+  /** Whether this process is the maintenance leader. */
+  leader: boolean;
+  vacuum: VacuumHealth[];
+  /** Tables whose dead tuples are past autovacuum's own threshold. */
+  needsVacuum: string[];
+  indexes: IndexDensity[];
+  /** Indexes of 128 pages or more holding fewer than 5 entries a page. */
+  sparseIndexes: string[];
+  partitions: PartitionHealth[];
+  /** Partitions missing their notify or counter triggers. */
+  brokenPartitions: string[];
+}
+
+export type MaintenanceTaskName = 'reaper' | 'expirer' | 'pruner' | 'partitions' | 'health' | 'reindexer';
+
+/** What the maintenance service raises: tests and dashboards wait on these rather than on time. */
+export type MaintenanceEvent =
+  | { type: 'elected' }
+  | { type: 'deposed'; reason: string }
+  | { type: 'ran'; task: MaintenanceTaskName; result: Record<string, unknown>; durationMs: number }
+  | { type: 'failed'; task: MaintenanceTaskName; error: string };

@@ -1,0 +1,64 @@
+import { Logger } from '@nestjs/common';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import { PRUNE, PRUNE_OCCURRENCES, PRUNE_OCCURRENCES_BATCH } from '../sql/maintenance.sql.js';
+import type { MaintenanceConfig } from './maintenance.config.js';
+import type { MaintenanceTask } from './maintenance-task.js';
+
+/**
+ * Deletes finished jobs past their retention, and the schedules' occurrence
+ * ledger past its own.
+ *
+ * Each batch is its own statement and transaction: stampeded_prune takes
+ * its rows FOR UPDATE SKIP LOCKED, so a batch never waits on a job a worker
+ * holds and never holds a worker up for longer than one batch. It loops while
+ * full batches come back (the seed's count is a real count for exactly this
+ * loop), and stops at pruneMaxDurationMs: a backlog of millions is worked off
+ * over several ticks instead of pinning the leader for minutes.
+ */
+export class JobPruner implements MaintenanceTask {
+  readonly name = 'pruner' as const;
+  private readonly logger = new Logger('Stampeded');
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly config: MaintenanceConfig,
+    private readonly onBatch?: (deleted: number) => void,
+  ) {}
+
+  get intervalMs(): number {
+    return this.config.pruneIntervalMs;
+  }
+
+  async runOnce(): Promise<{ jobsDeleted: number; batches: number; occurrencesDeleted: number; backlogLeft: boolean }> {
+    const { completedRetentionMs, failedRetentionMs, pruneBatchSize, pruneMaxDurationMs } = this.config;
+    const deadline = Date.now() + pruneMaxDurationMs;
+    let jobsDeleted = 0;
+    let batches = 0;
+    let backlogLeft = false;
+    for (;;) {
+      const [{ deleted }] = await this.db.query<{ deleted: number }>(PRUNE, [completedRetentionMs, pruneBatchSize, failedRetentionMs]);
+      batches++;
+      jobsDeleted += deleted;
+      this.onBatch?.(deleted);
+      if (deleted < pruneBatchSize) break;
+      if (Date.now() >= deadline) {
+        backlogLeft = true;
+        break;
+      }
+    }
+
+    let occurrencesDeleted = 0;
+    for (;;) {
+      const [{ deleted }] = await this.db.query<{ deleted: number }>(PRUNE_OCCURRENCES, [this.config.occurrenceRetentionMs]);
+      occurrencesDeleted += deleted;
+      if (deleted < PRUNE_OCCURRENCES_BATCH || Date.now() >= deadline) break;
+    }
+    if (jobsDeleted || occurrencesDeleted) {
+      this.logger.log(
+        `pruner: deleted ${jobsDeleted} finished job(s) in ${batches} batch(es) and ${occurrencesDeleted} occurrence(s)` +
+          (backlogLeft ? '; more left for the next tick' : ''),
+      );
+    }
+    return { jobsDeleted, batches, occurrencesDeleted, backlogLeft };
+  }
+}

@@ -1,0 +1,149 @@
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Subject, type Observable } from 'rxjs';
+import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { StampededDatabase } from '../database/stampeded-database.js';
+import { RECOUNT_QUEUE } from '../sql/maintenance.sql.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { MaintenanceEvent, MaintenanceHealth, MaintenanceTaskName } from '../interfaces/maintenance.interface.js';
+import { resolveMaintenanceConfig, type MaintenanceConfig } from './maintenance.config.js';
+import { LeaderElection } from './leader-election.js';
+import type { MaintenanceTask } from './maintenance-task.js';
+import { JobReaper } from './job-reaper.js';
+import { JobExpirer } from './job-expirer.js';
+import { JobPruner } from './job-pruner.js';
+import { PartitionRepairer } from './partition-repairer.js';
+import { Reindexer } from './reindexer.js';
+import { takeHealthSnapshot } from './health-reporter.js';
+
+/**
+ * The fleet's upkeep. Every process with maintenance enabled stands for
+ * election; the one leader runs each service on its own interval -- at once
+ * when elected, so that a new leader after a crash reaps straight away --
+ * and stops them the moment it is deposed. Any process can ask for a health
+ * snapshot, a recount, or a service run now.
+ */
+@Injectable()
+export class MaintenanceService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Stampeded');
+  private readonly subject = new Subject<MaintenanceEvent>();
+  /** elected, deposed, and every service run: wait on these in tests, not on time. */
+  readonly events$: Observable<MaintenanceEvent> = this.subject.asObservable();
+  readonly config: MaintenanceConfig;
+  private readonly tasks: MaintenanceTask[];
+  private election?: LeaderElection;
+  private readonly timers = new Map<MaintenanceTaskName, NodeJS.Timeout>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private latestHealth?: MaintenanceHealth;
+
+  constructor(
+    private readonly db: StampededDatabase,
+    @Inject(STAMPEDED_OPTIONS) options: StampededModuleOptions,
+  ) {
+    this.config = resolveMaintenanceConfig(options.maintenance, options.worker?.heartbeatIntervalMs);
+    this.tasks = [
+      new JobReaper(db, this.config),
+      new JobExpirer(db, this.config),
+      new JobPruner(db, this.config),
+      new PartitionRepairer(db, this.config),
+      {
+        name: 'health',
+        intervalMs: this.config.healthIntervalMs,
+        runOnce: async () => {
+          const health = await this.health();
+          this.latestHealth = health;
+          if (health.needsVacuum.length || health.sparseIndexes.length || health.brokenPartitions.length) {
+            this.logger.warn(
+              `health: needs vacuum [${health.needsVacuum.join(', ')}], sparse indexes [${health.sparseIndexes.join(', ')}], ` +
+                `partitions missing triggers [${health.brokenPartitions.join(', ')}]`,
+            );
+          }
+          return { needsVacuum: health.needsVacuum, sparseIndexes: health.sparseIndexes, brokenPartitions: health.brokenPartitions };
+        },
+      },
+      ...(this.config.reindex ? [new Reindexer(db, this.config)] : []),
+    ];
+  }
+
+  /** Whether this process is the maintenance leader now. */
+  get isLeader(): boolean {
+    return this.election?.isLeader ?? false;
+  }
+
+  /** The leader's latest snapshot, taken every healthIntervalMs; undefined in a follower. */
+  get lastHealth(): MaintenanceHealth | undefined {
+    return this.latestHealth;
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.config.enabled) return;
+    this.election = new LeaderElection(this.db, this.config.leaderCheckIntervalMs, {
+      onElected: () => {
+        this.logger.log(`maintenance leader elected in this process (pid ${process.pid})`);
+        this.subject.next({ type: 'elected' });
+        for (const task of this.tasks) this.schedule(task, 0);
+      },
+      onDeposed: (reason) => {
+        this.logger.warn(`maintenance leader stepped down: ${reason}`);
+        this.stopTimers();
+        this.subject.next({ type: 'deposed', reason });
+      },
+    });
+    this.election.start();
+  }
+
+  private schedule(task: MaintenanceTask, delayMs: number): void {
+    const timer = setTimeout(async () => {
+      if (!this.isLeader) return;
+      await this.run(task.name).catch(() => {});
+      if (this.isLeader && this.timers.get(task.name) === timer) this.schedule(task, task.intervalMs);
+    }, delayMs);
+    this.timers.set(task.name, timer);
+  }
+
+  /**
+   * Runs one service now, in this process, leader or not: every service is
+   * safe to run alongside the leader's (SKIP LOCKED, fenced updates,
+   * idempotent repairs). For tests, the CLI and an operator in a hurry.
+   */
+  async run(name: MaintenanceTaskName): Promise<Record<string, unknown>> {
+    const task = this.tasks.find((t) => t.name === name) ?? (name === 'reindexer' ? new Reindexer(this.db, this.config) : undefined);
+    if (!task) throw new Error(`No maintenance service named "${name}".`);
+    const started = Date.now();
+    const running = task.runOnce();
+    this.inFlight.add(running);
+    try {
+      const result = await running;
+      this.subject.next({ type: 'ran', task: task.name, result, durationMs: Date.now() - started });
+      return result;
+    } catch (err) {
+      const message = (err as Error)?.message ?? String(err);
+      this.logger.error(`maintenance ${task.name} failed: ${message}`);
+      this.subject.next({ type: 'failed', task: task.name, error: message });
+      throw err;
+    } finally {
+      this.inFlight.delete(running);
+    }
+  }
+
+  /** vacuum health, index density and partition triggers, as one report. */
+  health(): Promise<MaintenanceHealth> {
+    return takeHealthSnapshot(this.db, this.isLeader);
+  }
+
+  /** Rebuilds a queue's counts from its jobs: after an UNLOGGED counters table was emptied by a crash, say. */
+  async recountQueue(queue: string): Promise<void> {
+    await this.db.query(RECOUNT_QUEUE, [queue]);
+  }
+
+  private stopTimers(): void {
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopTimers();
+    await this.election?.stop();
+    await Promise.allSettled([...this.inFlight]);
+    this.subject.complete();
+  }
+}

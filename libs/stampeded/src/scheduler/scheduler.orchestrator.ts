@@ -1,0 +1,98 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { DiscoveryService, Reflector } from '@nestjs/core';
+import { DEFAULT_QUEUE, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
+import { INVALID_SCHEDULE, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { TaskMetadata } from '../interfaces/task.interface.js';
+import type { ScheduleDefinition } from '../interfaces/schedule.interface.js';
+import { SCHEDULE_OPTION_NAMES, validateSchedule } from './schedule-rule.js';
+import { SchedulesService } from './schedules.service.js';
+
+/**
+ * Collects the schedules that @Task() declares at module init (a bad one
+ * stops the app before anything runs), upserts them at bootstrap, and fires
+ * due schedules every pollIntervalMs until shutdown.
+ */
+@Injectable()
+export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Stampeded');
+  private declared: ScheduleDefinition[] = [];
+  private timer?: NodeJS.Timeout;
+  private ticking?: Promise<void>;
+  private stopped = false;
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly reflector: Reflector,
+    private readonly schedules: SchedulesService,
+    @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+  ) {}
+
+  onModuleInit(): void {
+    const byKey = new Map<string, string>();
+    for (const wrapper of this.discovery.getProviders()) {
+      if (!wrapper.metatype || !wrapper.isDependencyTreeStatic()) continue;
+      const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype as Function);
+      if (!metadata?.schedule) continue;
+      const schedule = metadata.schedule;
+      const key = schedule.key ?? metadata.name;
+      if (typeof schedule !== 'object' || schedule === null) {
+        throw new StampededConfigError(INVALID_SCHEDULE(key, 'schedule', `on @Task('${metadata.name}') must be an object such as { cron: '0 3 * * *' }`));
+      }
+      const unknown = Object.keys(schedule).filter((k) => !(SCHEDULE_OPTION_NAMES as readonly string[]).includes(k));
+      if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`@Task('${metadata.name}') schedule`, unknown, SCHEDULE_OPTION_NAMES));
+      const other = byKey.get(key);
+      if (other && other !== metadata.name) {
+        throw new StampededConfigError(
+          INVALID_SCHEDULE(key, 'key', `is declared by both @Task('${other}') and @Task('${metadata.name}'); give one of them schedule.key`),
+        );
+      }
+      byKey.set(key, metadata.name);
+      const definition: ScheduleDefinition = {
+        ...schedule,
+        key,
+        task: metadata.name,
+        queue: metadata.queue ?? this.options.defaultJobOptions?.queue ?? DEFAULT_QUEUE,
+        priority: schedule.priority ?? metadata.priority,
+      };
+      if (definition.priority === undefined) delete definition.priority;
+      validateSchedule(definition);
+      this.declared.push(definition);
+    }
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    for (const definition of this.declared) await this.schedules.upsert(definition);
+    if (this.declared.length) this.logger.log(`schedules upserted: ${this.declared.map((d) => d.key).join(', ')}`);
+    if (this.schedules.config.enabled) this.tick(0);
+  }
+
+  private tick(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      this.ticking = this.schedules.fireDue().then(
+        () => undefined,
+        (err: unknown) => {
+          if (!this.stopped) this.logger.error(`scheduler tick failed: ${(err as Error)?.message ?? err}`);
+        },
+      );
+      void this.ticking.then(() => {
+        if (!this.stopped) this.tick(this.schedules.config.pollIntervalMs);
+      });
+    }, delayMs);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.ticking;
+    this.schedules.complete();
+  }
+}

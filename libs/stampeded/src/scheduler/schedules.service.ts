@@ -1,0 +1,158 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { Subject, type Observable } from 'rxjs';
+import { DEFAULT_QUEUE, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { INVALID_SCHEDULE, SCHEDULE_NOT_FOUND } from '../stampeded.messages.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { StampededDatabase } from '../database/stampeded-database.js';
+import { TaskRegistry } from '../explorer/task.registry.js';
+import {
+  GET_SCHEDULE,
+  LIST_OCCURRENCES,
+  LIST_SCHEDULES,
+  REMOVE_SCHEDULE,
+  SET_SCHEDULE_PAUSED,
+  TRIGGER_SCHEDULE,
+  UPSERT_SCHEDULE,
+} from '../sql/schedules.sql.js';
+import { sql } from '../sql/statement.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { StampededClock } from '../interfaces/clock.interface.js';
+import type { Schedule, ScheduleDefinition, ScheduleFiring } from '../interfaces/schedule.interface.js';
+import { firstRunAt, validateSchedule } from './schedule-rule.js';
+import { resolveSchedulesConfig, type SchedulesConfig } from './schedules.config.js';
+import { ScheduleFirer } from './schedule-firer.js';
+import { toSchedule } from './schedule.mapper.js';
+
+/** The server must know the zone too: the wall_clock occurrence token is computed with AT TIME ZONE. */
+const SERVER_KNOWS_ZONE = sql('schedules_server_knows_zone', `SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1) AS known`);
+
+export interface ScheduleOccurrence {
+  token: string;
+  jobId: string | null;
+  enqueuedAt: Date;
+}
+
+/**
+ * Schedules at run time: create or change one, pause, resume, remove, list,
+ * fire one now. Declared schedules (@Task(name, { schedule })) go through
+ * the same upsert at bootstrap.
+ */
+@Injectable()
+export class SchedulesService {
+  private readonly subject = new Subject<ScheduleFiring>();
+  /** Every occurrence this process fired, skipped or found already fired. */
+  readonly firings$: Observable<ScheduleFiring> = this.subject.asObservable();
+  readonly config: SchedulesConfig;
+  private readonly firer: ScheduleFirer;
+  private readonly clock?: StampededClock;
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly tasks: TaskRegistry,
+    @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+  ) {
+    this.config = resolveSchedulesConfig(options.schedules);
+    this.clock = options.clock;
+    this.firer = new ScheduleFirer(db, this.config, this.clock);
+  }
+
+  /** The scheduler's time: the test clock's when one is set. */
+  now(): Date {
+    return this.clock?.now() ?? new Date();
+  }
+
+  /**
+   * Creates the schedule, or updates it under the same key. Its next run is
+   * kept unless the rule (cron or interval, zone, DST policy) changed; its
+   * paused state is kept unless `paused` is given.
+   */
+  async upsert(definition: ScheduleDefinition): Promise<Schedule> {
+    const queue = definition.queue ?? this.taskQueue(definition.task);
+    const schedule = validateSchedule({ ...definition, queue }, this.now());
+    const [{ known }] = await this.db.query<{ known: boolean }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
+    if (!known) {
+      throw new StampededConfigError(
+        INVALID_SCHEDULE(schedule.key, 'timezone', `${JSON.stringify(schedule.timezone)} is known to Node.js but not to the PostgreSQL server; use a zone both know`),
+      );
+    }
+    const [row] = await this.db.query(UPSERT_SCHEDULE, [
+      schedule.key,
+      schedule.queue,
+      schedule.task,
+      schedule.args,
+      schedule.meta,
+      schedule.tenantId,
+      schedule.priority,
+      schedule.intervalSecs,
+      schedule.cron,
+      firstRunAt(schedule, this.now()),
+      schedule.dstPolicy,
+      schedule.timezone,
+      schedule.missedPolicy,
+      schedule.paused,
+    ]);
+    return toSchedule(row);
+  }
+
+  private taskQueue(task: string): string {
+    return this.tasks.get(task)?.metadata.queue ?? this.options.defaultJobOptions?.queue ?? DEFAULT_QUEUE;
+  }
+
+  /** Stops firing; occurrences that fall due while paused are missed, and handled by the missed policy on resume. */
+  pause(key: string): Promise<Schedule> {
+    return this.setPaused(key, true);
+  }
+
+  resume(key: string): Promise<Schedule> {
+    return this.setPaused(key, false);
+  }
+
+  private async setPaused(key: string, paused: boolean): Promise<Schedule> {
+    const [row] = await this.db.query(SET_SCHEDULE_PAUSED, [key, paused]);
+    if (!row) throw new StampededConfigError(SCHEDULE_NOT_FOUND(key));
+    return toSchedule(row);
+  }
+
+  /** Deletes the schedule and its occurrence ledger; false when there was none. Jobs it enqueued stay. */
+  async remove(key: string): Promise<boolean> {
+    return (await this.db.query(REMOVE_SCHEDULE, [key])).length > 0;
+  }
+
+  async list(): Promise<Schedule[]> {
+    return (await this.db.query(LIST_SCHEDULES)).map(toSchedule);
+  }
+
+  async get(key: string): Promise<Schedule | undefined> {
+    const [row] = await this.db.query(GET_SCHEDULE, [key]);
+    return row ? toSchedule(row) : undefined;
+  }
+
+  /** Fires the schedule now, outside its rhythm; its next run is unchanged. */
+  async trigger(key: string): Promise<{ jobId: string }> {
+    const [row] = await this.db.query<{ job_id: string }>(TRIGGER_SCHEDULE, [key]);
+    if (!row) throw new StampededConfigError(SCHEDULE_NOT_FOUND(key));
+    return { jobId: row.job_id };
+  }
+
+  /** The newest entries of the schedule's occurrence ledger, newest first. */
+  async occurrences(key: string, limit = 100): Promise<ScheduleOccurrence[]> {
+    const rows = await this.db.query(LIST_OCCURRENCES, [key, limit]);
+    return rows.map((r) => ({ token: r.occurrence_token, jobId: r.job_id, enqueuedAt: r.enqueued_at }));
+  }
+
+  /**
+   * Fires whatever is due now (by the test clock, when one is set) and says
+   * what happened. The background loop calls this every pollIntervalMs; a
+   * test calls it after moving the clock.
+   */
+  async fireDue(): Promise<ScheduleFiring[]> {
+    const firings = await this.firer.fireDue();
+    for (const firing of firings) this.subject.next(firing);
+    return firings;
+  }
+
+  /** @internal */
+  complete(): void {
+    this.subject.complete();
+  }
+}

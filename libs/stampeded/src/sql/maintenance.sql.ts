@@ -1,0 +1,87 @@
+import { quoteIdent, sql } from './statement.js';
+
+// The maintenance leader's statements. Durations travel as milliseconds and
+// become intervals here, so a caller never formats an interval string.
+
+/**
+ * One leader per schema: a session advisory lock, held for as long as the
+ * leader's dedicated connection lives. The key is derived from the schema so
+ * that two installs in one database elect two leaders.
+ */
+export const TRY_LEADER_LOCK = sql(
+  'maintenance_try_leader_lock',
+  `SELECT pg_try_advisory_lock(hashtextextended('stampeded.maintenance.' || $1::text, 0)) AS acquired`,
+);
+
+export const RELEASE_LEADER_LOCK = sql(
+  'maintenance_release_leader_lock',
+  `SELECT pg_advisory_unlock(hashtextextended('stampeded.maintenance.' || $1::text, 0)) AS released`,
+);
+
+/** The leader's proof of life: a session lock lives exactly as long as the session answers. */
+export const LEADER_PING = sql('maintenance_leader_ping', `SELECT 1 AS alive`);
+
+export const REAP = sql(
+  'maintenance_reap',
+  `SELECT id::text AS id, queue, worker_id::text AS worker_id FROM stampeded_reap(make_interval(secs => $1::float8 / 1000))`,
+);
+
+/**
+ * A dead worker's row goes once it owns nothing: deleted while it still owned
+ * a job, the job would have no stale heartbeat left to be found by.
+ */
+export const DELETE_DEAD_WORKERS = sql(
+  'maintenance_delete_dead_workers',
+  `DELETE FROM stampeded_workers w
+    WHERE w.last_heartbeat < now() - make_interval(secs => $1::float8 / 1000)
+      AND NOT EXISTS (SELECT 1 FROM stampeded_jobs j
+                       WHERE j.claimed_by = w.id AND j.state IN ('claimed', 'executing'))
+   RETURNING w.id::text AS id`,
+);
+
+export const EXPIRE = sql(
+  'maintenance_expire',
+  `SELECT out_id::text AS id, out_queue AS queue, out_worker::text AS worker_id FROM stampeded_expire($1)`,
+);
+
+export const PRUNE = sql(
+  'maintenance_prune',
+  `SELECT stampeded_prune(make_interval(secs => $1::float8 / 1000), $2, make_interval(secs => $3::float8 / 1000)) AS deleted`,
+);
+
+/** The seed's function deletes at most 10,000 rows a call. */
+export const PRUNE_OCCURRENCES_BATCH = 10_000;
+export const PRUNE_OCCURRENCES = sql(
+  'maintenance_prune_occurrences',
+  `SELECT stampeded_prune_occurrences(make_interval(secs => $1::float8 / 1000)) AS deleted`,
+);
+
+export const PARTITION_HEALTH = sql(
+  'maintenance_partition_health',
+  `SELECT partition, queue, has_notify, has_counts FROM stampeded_partition_health()`,
+);
+
+export const REPAIR_PARTITION = sql('maintenance_repair_partition', `SELECT stampeded_repair_partition($1) AS repaired`);
+
+export const RECOUNT_QUEUE = sql('maintenance_recount_queue', `SELECT stampeded_recount_queue($1)`);
+
+export const VACUUM_HEALTH = sql(
+  'maintenance_vacuum_health',
+  `SELECT relname, live_tuples::float8 AS live_tuples, dead_tuples::float8 AS dead_tuples, dead_ratio,
+          autovac_threshold, needs_vacuum, last_autovacuum
+     FROM stampeded_vacuum_health()`,
+);
+
+export const INDEX_DENSITY = sql(
+  'maintenance_index_density',
+  `SELECT indexname, pages::float8 AS pages, entries::float8 AS entries, per_page, sparse FROM stampeded_index_density()`,
+);
+
+/**
+ * Not a prepared statement: REINDEX takes no parameters, and CONCURRENTLY
+ * cannot run inside a transaction block, which an implicit one from the
+ * extended protocol is not -- but a name must still be spliced in.
+ */
+export function reindexConcurrently(schema: string, index: string): string {
+  return `REINDEX INDEX CONCURRENTLY ${quoteIdent(schema)}.${quoteIdent(index)}`;
+}
