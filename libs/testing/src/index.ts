@@ -4,3 +4,4 @@ export { createTestDatabase } from './postgres/test-database.js';
 export type { TestDatabase } from './postgres/test-database.js';
 export { drain, expectEnqueued } from './drain/drain.js';
 export type { ExpectEnqueuedOptions } from './drain/drain.js';
+export { TestClock } from './clock/test-clock.js';

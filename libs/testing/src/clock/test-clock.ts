@@ -1,0 +1,48 @@
+import type { StampededClock } from '@stampeded/nestjs';
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * A clock that only moves when the test moves it. Give it to the module
+ * (`StampededModule.forRoot({ clock })`) and the scheduler asks PostgreSQL
+ * which schedules are due "as of" this clock, so a test can step through a
+ * DST night or a week of downtime in milliseconds:
+ *
+ * @example
+ * const clock = new TestClock('2026-10-24T23:59:00Z');
+ * const app = await bootApp(url, { stampeded: { clock, schedules: { enabled: false } } });
+ * clock.advance('1h');
+ * await app.get(SchedulesService).fireDue();
+ */
+export class TestClock implements StampededClock {
+  private current: number;
+
+  constructor(start: Date | string | number = Date.now()) {
+    this.current = new Date(start).getTime();
+    if (Number.isNaN(this.current)) throw new Error(`TestClock: ${JSON.stringify(start)} is not a date`);
+  }
+
+  now(): Date {
+    return new Date(this.current);
+  }
+
+  set(to: Date | string | number): Date {
+    const next = new Date(to).getTime();
+    if (Number.isNaN(next)) throw new Error(`TestClock.set(): ${JSON.stringify(to)} is not a date`);
+    this.current = next;
+    return this.now();
+  }
+
+  /** Moves forward by milliseconds or a duration such as '90s', '1h', '7d', '1h30m'. */
+  advance(by: number | string): Date {
+    let ms: number;
+    if (typeof by === 'number') ms = by;
+    else {
+      if (!/^\s*(\d+\s*(ms|s|m|h|d)\s*)+$/.test(by)) throw new Error(`TestClock.advance(): ${JSON.stringify(by)} is not a duration such as '90s' or '1h'`);
+      ms = 0;
+      for (const [, n, unit] of by.matchAll(/(\d+)\s*(ms|s|m|h|d)/g)) ms += Number(n) * UNIT_MS[unit];
+    }
+    this.current += ms;
+    return this.now();
+  }
+}
