@@ -2,7 +2,7 @@
 import { CommanderError } from 'commander';
 import { buildProgram } from './cli.program.js';
 import { CliError, EXIT } from './connection/cli-errors.js';
-import { InspectorInputError } from '@stampeded/dashboard';
+import { InspectorInputError } from '@stampeded/dashboard/inspector';
 
 const program = buildProgram();
 // Commander's own exits (help, version, usage errors) come back here, so that

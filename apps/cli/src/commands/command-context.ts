@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { userInfo } from 'node:os';
 import { connect, type CliConnection } from '../connection/cli-connection.js';
 
 export interface GlobalOptions {
@@ -26,8 +27,22 @@ export async function withConnection<T>(
   }
 }
 
+/**
+ * The newest migration this CLI knows, from @stampeded/nestjs. Loaded on
+ * demand, beside the queries, because that package brings Nest and TypeORM.
+ */
+export async function latestVersion(): Promise<number> {
+  return (await import('@stampeded/nestjs')).LATEST_VERSION;
+}
+
 /** Who did it, for the reasons an operator's actions leave behind. */
 export function operatorName(): string {
-  const user = process.env.USER ?? process.env.LOGNAME ?? 'unknown';
+  let user = process.env.USER ?? process.env.LOGNAME;
+  try {
+    user ??= userInfo().username;
+  } catch {
+    // No passwd entry for this uid (a container): say so rather than fail the command.
+  }
+  user ??= 'unknown';
   return `${user} (stampeded CLI)`;
 }

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
-import { LATEST_VERSION } from '@stampeded/nestjs';
 import { EXIT } from '../connection/cli-errors.js';
 import { emit, table } from '../output/output.js';
-import { withConnection } from './command-context.js';
+import { latestVersion, withConnection } from './command-context.js';
 
 export function registerHealth(program: Command): void {
   program
@@ -10,7 +9,7 @@ export function registerHealth(program: Command): void {
     .description('partitions, vacuum, sparse indexes and schema version; exits 1 when something needs fixing')
     .action((_opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const health = await inspector.health();
+        const [health, LATEST_VERSION] = await Promise.all([inspector.health(), latestVersion()]);
         const version = Math.max(0, ...health.migrations.map((m) => Number(m.version)));
         const problems: string[] = [];
         const warnings: string[] = [];

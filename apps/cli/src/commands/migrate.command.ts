@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { LATEST_VERSION, migrate } from '@stampeded/nestjs';
 import { connectionError, resolveUrl } from '../connection/cli-connection.js';
 import { CliError, EXIT } from '../connection/cli-errors.js';
 import { SERVER_TOO_OLD } from '../cli.messages.js';
@@ -14,6 +13,8 @@ export function registerMigrate(program: Command): void {
       const options = globals(command);
       const url = resolveUrl(options);
       const started = Date.now();
+      // Loaded only here: it brings Nest and TypeORM, which no other command needs.
+      const { LATEST_VERSION, migrate } = await import('@stampeded/nestjs');
       let applied;
       try {
         applied = await migrate(url.toString(), {

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
-import { LATEST_VERSION } from '@stampeded/nestjs';
-import { STATES } from '@stampeded/dashboard';
+import { STATES } from '@stampeded/dashboard/inspector';
 import { emit, table } from '../output/output.js';
-import { withConnection } from './command-context.js';
+import { latestVersion, withConnection } from './command-context.js';
 
 /** A worker silent for longer than this is shown as stale: the reaper's default is five minutes. */
 const STALE_AFTER_SECS = 60;
@@ -13,7 +12,7 @@ export function registerStatus(program: Command): void {
     .description('server and schema versions, jobs per queue and state, queue verdicts, workers')
     .action((_options, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const [queues, health, { workers }] = await Promise.all([inspector.queues(), inspector.health(), inspector.workers()]);
+        const [queues, health, { workers }, LATEST_VERSION] = await Promise.all([inspector.queues(), inspector.health(), inspector.workers(), latestVersion()]);
         const schemaVersion = Math.max(0, ...health.migrations.map((m) => Number(m.version)));
         const live = workers.filter((w) => Number(w.silent_secs) <= STALE_AFTER_SECS).length;
         const result = {

@@ -1,5 +1,5 @@
-import { StampededDatabase } from '@stampeded/nestjs';
-import { StampededInspector } from '@stampeded/dashboard';
+import { StampededInspector } from '@stampeded/dashboard/inspector';
+import { CliDatabase } from './cli-database.js';
 import { AUTH_FAILED, BAD_URL, CANNOT_CONNECT, NOT_INSTALLED, NO_DATABASE, NO_URL, SERVER_TOO_OLD } from '../cli.messages.js';
 import { CliError, EXIT } from './cli-errors.js';
 
@@ -12,7 +12,7 @@ export interface ConnectionOptions {
 }
 
 export interface CliConnection {
-  db: StampededDatabase;
+  db: CliDatabase;
   inspector: StampededInspector;
   close(): Promise<void>;
 }
@@ -38,7 +38,7 @@ export function resolveUrl(options: ConnectionOptions): URL {
  */
 export async function connect(options: ConnectionOptions, check: { installed?: boolean } = {}): Promise<CliConnection> {
   const url = resolveUrl(options);
-  const db = new StampededDatabase({ connectionString: url.toString(), max: 2, connectionTimeoutMillis: 10_000 }, options.schema);
+  const db = new CliDatabase(url.toString(), options.schema);
   const close = () => db.close();
   try {
     await assertUsable(db, url, options.schema, check.installed ?? true);
@@ -49,7 +49,7 @@ export async function connect(options: ConnectionOptions, check: { installed?: b
   return { db, inspector: new StampededInspector(db), close };
 }
 
-async function assertUsable(db: StampededDatabase, url: URL, schema: string, mustBeInstalled: boolean): Promise<void> {
+async function assertUsable(db: CliDatabase, url: URL, schema: string, mustBeInstalled: boolean): Promise<void> {
   let row: { num: number; version: string; installed: boolean };
   try {
     [row] = await db.raw(

@@ -1,0 +1,15 @@
+// A second entry point, @stampeded/dashboard/inspector, without Nest: the CLI
+// loads only this, so that a command starts in a fraction of the time that
+// loading the Nest module and its dependencies takes.
+export { StampededInspector, InspectorInputError, STATES, encodeCursor } from './stampeded-inspector.js';
+export type {
+  InspectorDatabase,
+  QueueSummary,
+  ThroughputBucket,
+  JobPage,
+  ActionResult,
+  RedriveOptions,
+  RedriveResult,
+  PruneOptions,
+  State,
+} from './stampeded-inspector.js';

@@ -1,0 +1,272 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { QueueService, Task, UnrecoverableError, type TaskHandler } from '@stampeded/nestjs';
+import type { TestDatabase } from '@stampeded/testing';
+import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+import { runCli } from './support/cli.js';
+
+@Task('charge', { queue: 'billing', deadLetterQueue: 'billing-dead' })
+class Charge implements TaskHandler<{ card: string }> {
+  async handle(args: { card: string }) {
+    throw new UnrecoverableError(`card ${args.card} declined`);
+  }
+}
+
+@Task('refund', { queue: 'billing', deadLetterQueue: 'billing-dead' })
+class Refund implements TaskHandler {
+  async handle() {
+    throw new UnrecoverableError('gateway timeout');
+  }
+}
+
+describe('stampeded CLI', () => {
+  let db: TestDatabase;
+  let url: string;
+  let sql: pg.Client;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    url = db.url;
+    sql = await sqlClient(url);
+  });
+
+  afterAll(async () => {
+    await sql?.end();
+    await db?.drop();
+  });
+
+  it('refuses with one line and exit code 3 before Stampeded is installed, and migrate installs it', async () => {
+    const before = await runCli(url, ['status']);
+    expect(before.code).toBe(3);
+    expect(before.stderr.trim().split('\n')).toEqual([expect.stringMatching(/not installed in schema "public".*stampeded migrate/)]);
+
+    const migrated = await runCli(url, ['migrate']);
+    expect(migrated.code).toBe(0);
+    expect(migrated.stdout).toMatch(/schema "public" migrated to version \d+/);
+    // Progress, one line per migration, on stderr.
+    expect(migrated.stderr).toMatch(/applied migration 1 \(seed\)/);
+
+    const again = await runCli(url, ['migrate', '--json']);
+    expect(again.code).toBe(0);
+    expect(again.json()).toMatchObject({ schema: 'public', applied: [] });
+  });
+
+  it('installs into another schema with --schema', async () => {
+    expect((await runCli(url, ['migrate', '--schema', 'ops'])).code).toBe(0);
+    const status = await runCli(url, ['status', '--schema', 'ops', '--json']);
+    expect(status.code).toBe(0);
+    expect(status.json()).toMatchObject({ schema: 'ops', queues: [] });
+    expect((await runCli(url, ['status', '--schema', 'nowhere'])).code).toBe(3);
+  });
+
+  it('says in one line what is wrong with the connection, with exit codes a script can trust', async () => {
+    const refused = await runCli('postgres://u:secret@127.0.0.1:1/db', ['status']);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/^stampeded: Cannot connect to PostgreSQL at 127\.0\.0\.1:1: connection refused\..*\n$/);
+    expect(refused.stderr).not.toContain('secret');
+
+    const noDb = new URL(url);
+    noDb.pathname = '/no_such_database';
+    const missing = await runCli(noDb.toString(), ['status']);
+    expect(missing.code).toBe(3);
+    expect(missing.stderr).toMatch(/has no database named "no_such_database"/);
+
+    const badLogin = new URL(url);
+    badLogin.password = 'wrong';
+    badLogin.username = 'nobody';
+    const denied = await runCli(badLogin.toString(), ['status']);
+    expect(denied.code).toBe(3);
+    expect(denied.stderr).toMatch(/refused the login|Cannot connect/);
+
+    const notUrl = await runCli('not a url', ['status']);
+    expect(notUrl.code).toBe(2);
+    expect(notUrl.stderr).toMatch(/is not a PostgreSQL connection URL/);
+
+    const none = await runCli(undefined, ['status']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/set DATABASE_URL or pass --url/);
+
+    expect((await runCli(url, ['no-such-command'])).code).toBe(2);
+    expect((await runCli(url, ['jobs', 'list', '--limit', 'lots'])).code).toBe(2);
+    expect((await runCli(url, ['jobs', 'list', '--state', 'sleeping'])).code).toBe(2);
+  });
+
+  it('has --help for every command', async () => {
+    for (const command of [[], ['migrate'], ['status'], ['jobs', 'list'], ['jobs', 'show'], ['jobs', 'retry'], ['jobs', 'cancel'], ['schedules', 'list'], ['schedules', 'pause'], ['schedules', 'resume'], ['queues', 'pause'], ['queues', 'resume'], ['health'], ['prune'], ['dlq', 'redrive']]) {
+      const help = await runCli(url, [...command, '--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toMatch(/^Usage: stampeded/);
+    }
+  });
+
+  describe('on a running install', () => {
+    let app: INestApplicationContext;
+    let pending: string[];
+
+    beforeAll(async () => {
+      app = await bootApp(url, { providers: [Charge, Refund], stampeded: { worker: { queues: ['billing'] } } });
+      const queue = app.get(QueueService);
+      await queue.enqueueMany([
+        { task: 'charge', args: { card: '4242' } },
+        { task: 'charge', args: { card: '1111' } },
+        { task: 'refund', args: {} },
+      ]);
+      // Three real terminal failures, each leaving its provenance copy in billing-dead.
+      await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'billing-dead'`)).rowCount === 3, 'three dead letters');
+      await app.close();
+      // Jobs no worker takes: the CLI acts on them without a race.
+      const setup = await bootApp(url, { stampeded: { worker: { enabled: false } } });
+      const enqueued = await setup.get(QueueService).enqueueMany(
+        Array.from({ length: 7 }, (_, i) => ({ task: 'send', args: { i }, options: { queue: 'mail', tenantId: i % 2 ? 'acme' : 'globex' } })),
+      );
+      pending = enqueued.map((r) => r.id);
+      await setup.close();
+    });
+
+    it('status shows jobs per queue and state from the counters', async () => {
+      const human = await runCli(url, ['status']);
+      expect(human.code).toBe(0);
+      expect(human.stdout).toMatch(/^mail\s+7\s+0\s+0\s+0\s+0\s+0\s+0\s+steady/m);
+      const json = (await runCli(url, ['status', '--json'])).json();
+      const billing = json.queues.find((q: any) => q.queue === 'billing');
+      expect(billing.counts).toMatchObject({ discarded: 3, available: 0 });
+      expect(billing.lastHour.discarded).toBe(3);
+      expect(json.queues.find((q: any) => q.queue === 'billing-dead').counts.available).toBe(3);
+    });
+
+    it('lists jobs with filters, a page at a time, each job exactly once', async () => {
+      const seen: string[] = [];
+      let after: string | null = null;
+      let pages = 0;
+      do {
+        const run = await runCli(url, ['jobs', 'list', '--queue', 'mail', '--limit', '3', '--json', ...(after ? ['--after', after] : [])]);
+        expect(run.code).toBe(0);
+        const page = run.json();
+        seen.push(...page.jobs.map((j: any) => j.id));
+        after = page.next;
+        pages++;
+      } while (after);
+      expect(pages).toBe(3);
+      expect(seen.sort()).toEqual([...pending].sort());
+
+      const acme = (await runCli(url, ['jobs', 'list', '--tenant', 'acme', '--json'])).json();
+      expect(acme.jobs).toHaveLength(3);
+      const failed = (await runCli(url, ['jobs', 'list', '--queue', 'billing', '--state', 'discarded', '--task', 'charge', '--json'])).json();
+      expect(failed.jobs).toHaveLength(2);
+      const human = await runCli(url, ['jobs', 'list', '--queue', 'mail', '--limit', '2']);
+      expect(human.stdout).toMatch(/^ID\s+QUEUE\s+TASK\s+STATE/);
+      expect(human.stdout).toMatch(/next page: --after \S+/);
+    });
+
+    it('shows, retries, cancels and discards one job, exiting 1 when the job is missing or unchanged', async () => {
+      const [id] = pending;
+      const shown = await runCli(url, ['jobs', 'show', id, '--json']);
+      expect(shown.code).toBe(0);
+      expect(shown.json()).toMatchObject({ id, queue: 'mail', task: 'send', state: 'available' });
+      expect((await runCli(url, ['jobs', 'show', id])).stdout).toMatch(/args:\s+\{"i":\d\}/);
+
+      const cancelled = await runCli(url, ['jobs', 'cancel', id]);
+      expect(cancelled.code).toBe(0);
+      expect(cancelled.stdout).toMatch(/available -> cancelled/);
+      const twice = await runCli(url, ['jobs', 'cancel', id]);
+      expect(twice.code).toBe(1);
+      expect(twice.stderr).toMatch(/is cancelled: cancel did nothing/);
+
+      const retried = await runCli(url, ['jobs', 'retry', id, '--json']);
+      expect(retried.code).toBe(0);
+      expect(retried.json()).toMatchObject({ previousState: 'cancelled', state: 'available' });
+
+      const discarded = await runCli(url, ['jobs', 'discard', pending[1]]);
+      expect(discarded.code).toBe(0);
+      const { rows } = await sql.query(`SELECT state, last_error FROM stampeded_jobs WHERE id = $1`, [pending[1]]);
+      expect(rows[0]).toMatchObject({ state: 'discarded', last_error: expect.stringMatching(/discarded by .*stampeded CLI/) });
+
+      const unknown = await runCli(url, ['jobs', 'show', '01a2372e-0000-7000-8000-000000000000']);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/No job with id/);
+      expect((await runCli(url, ['jobs', 'retry', 'not-a-uuid'])).code).toBe(2);
+    });
+
+    it('holds and releases a queue through its verdict', async () => {
+      const paused = await runCli(url, ['queues', 'pause', 'mail', '--reason', 'deploying']);
+      expect(paused.code).toBe(0);
+      let { rows } = await sql.query(`SELECT verdict, reason, decided_at FROM stampeded_queue_policies WHERE queue = 'mail'`);
+      expect(rows[0]).toMatchObject({ verdict: 'hold', reason: expect.stringMatching(/^paused by .*: deploying$/) });
+      expect(rows[0].decided_at).toBeInstanceOf(Date);
+      expect((await runCli(url, ['status'])).stdout).toMatch(/^mail\s.*\shold/m);
+      expect((await runCli(url, ['queues', 'resume', 'mail'])).code).toBe(0);
+      ({ rows } = await sql.query(`SELECT verdict FROM stampeded_queue_policies WHERE queue = 'mail'`));
+      expect(rows[0].verdict).toBe('steady');
+    });
+
+    it('lists, pauses and resumes schedules', async () => {
+      await sql.query(
+        `INSERT INTO stampeded_schedules (key, queue, task, cron_expr, timezone, next_run_at) VALUES ('nightly', 'mail', 'digest', '0 3 * * *', 'Europe/Paris', '2030-01-01T02:00:00Z')`,
+      );
+      const list = await runCli(url, ['schedules', 'list']);
+      expect(list.code).toBe(0);
+      expect(list.stdout).toMatch(/^nightly\s+mail\s+digest\s+0 3 \* \* \*\s+2030-01-01 03:00:00\s+Europe\/Paris\s+no/m);
+      expect((await runCli(url, ['schedules', 'pause', 'nightly'])).code).toBe(0);
+      expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].paused).toBe(true);
+      expect((await runCli(url, ['schedules', 'list', '--json'])).json()[0]).toMatchObject({ key: 'nightly', paused: true });
+      expect((await runCli(url, ['schedules', 'resume', 'nightly'])).code).toBe(0);
+      expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].paused).toBe(false);
+      const missing = await runCli(url, ['schedules', 'pause', 'weekly']);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/No schedule with key "weekly"/);
+    });
+
+    it('redrives a dead-letter queue by task or fingerprint, with a dry run that moves nothing', async () => {
+      const dry = await runCli(url, ['dlq', 'redrive', 'billing-dead', '--dry-run', '--json']);
+      expect(dry.code).toBe(0);
+      expect(dry.json()).toMatchObject({ dryRun: true, moved: 3, bySource: [{ sourceQueue: 'billing', task: 'charge', jobs: 2 }, { sourceQueue: 'billing', task: 'refund', jobs: 1 }] });
+      expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'billing-dead'`)).rowCount).toBe(3);
+
+      // The two declined cards share a fingerprint: the card numbers are normalised out.
+      const { rows: fp } = await sql.query(`SELECT DISTINCT encode(error_fingerprint, 'hex') AS fp FROM stampeded_jobs WHERE queue = 'billing' AND task = 'charge'`);
+      expect(fp).toHaveLength(1);
+      const byFingerprint = await runCli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', fp[0].fp, '--batch-size', '1']);
+      expect(byFingerprint.code).toBe(0);
+      expect(byFingerprint.stdout).toMatch(/moved 2 job\(s\) from billing-dead/);
+      expect(byFingerprint.stderr).toMatch(/redriven 1 jobs\nredriven 2 jobs/);
+
+      const { rows: back } = await sql.query(
+        `SELECT task, args, state, attempt, dead_letter_queue, source_id FROM stampeded_jobs WHERE queue = 'billing' AND state = 'available' ORDER BY args->>'card'`,
+      );
+      expect(back).toEqual([
+        { task: 'charge', args: { card: '1111' }, state: 'available', attempt: 0, dead_letter_queue: 'billing-dead', source_id: null },
+        { task: 'charge', args: { card: '4242' }, state: 'available', attempt: 0, dead_letter_queue: 'billing-dead', source_id: null },
+      ]);
+
+      const byTask = await runCli(url, ['dlq', 'redrive', 'billing-dead', '--task', 'refund', '--json']);
+      expect(byTask.json()).toMatchObject({ moved: 1 });
+      expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'billing-dead'`)).rowCount).toBe(0);
+      const counts = (await runCli(url, ['status', '--json'])).json().queues;
+      expect(counts.find((q: any) => q.queue === 'billing').counts.available).toBe(3);
+      expect(counts.find((q: any) => q.queue === 'billing-dead')?.counts.available ?? 0).toBe(0);
+      expect((await runCli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', 'zz'])).code).toBe(2);
+    });
+
+    it('prunes finished jobs in batches, with progress', async () => {
+      await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, finished_at) SELECT 'mail', 'old', 'completed', now() - interval '2 hours' FROM generate_series(1, 5)`,
+      );
+      const pruned = await runCli(url, ['prune', '--batch-size', '2', '--json']);
+      expect(pruned.code).toBe(0);
+      expect(pruned.json()).toMatchObject({ jobs: 5 });
+      expect(pruned.stderr).toMatch(/pruned 2 jobs\npruned 4 jobs\npruned 5 jobs/);
+      expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE task = 'old'`)).rowCount).toBe(0);
+    });
+
+    it('health exits 0 on a sound install and 1 when a partition lost its counter trigger', async () => {
+      const healthy = await runCli(url, ['health']);
+      expect(healthy.code).toBe(0);
+      expect(healthy.stdout).toMatch(/^healthy/);
+      await sql.query(`SELECT stampeded_create_queue('broken')`);
+      await sql.query(`DROP TRIGGER stampeded_count_ins_trg ON stampeded_jobs_broken`);
+      const sick = await runCli(url, ['health', '--json']);
+      expect(sick.code).toBe(1);
+      expect(sick.json()).toMatchObject({ healthy: false, problems: [expect.stringMatching(/stampeded_jobs_broken \(broken\) lacks its counter trigger/)] });
+    });
+  });
+});
