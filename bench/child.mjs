@@ -1,0 +1,92 @@
+// One benchmark process: a worker, or a producer, of one system. Imports its
+// library first, says "ready", and starts only when told, so that the
+// processes of a run start together and library loading is not measured.
+const [systemName, url, optionsJson] = process.argv.slice(2);
+const options = JSON.parse(optionsJson);
+const system = await import(`./systems/${systemName}.mjs`);
+
+const now = () => performance.timeOrigin + performance.now();
+const send = (m) => process.send?.(m);
+let firstAt = null;
+let lastAt = null;
+let handled = 0;
+const latencies = [];
+const rss = [];
+let rssTimer;
+
+function handle(args) {
+  const t = now();
+  if (firstAt === null) firstAt = t;
+  lastAt = t;
+  handled++;
+  if (args && typeof args.t === 'number') latencies.push(t - args.t);
+}
+
+function sampleRss() {
+  rss.push(process.memoryUsage().rss);
+}
+
+async function work() {
+  const worker = await system.startWorker(url, { concurrency: options.concurrency, queues: options.queues, handle });
+  rssTimer = setInterval(sampleRss, 250);
+  sampleRss();
+  await new Promise((resolve) => process.once('message', (m) => m === 'stop' && resolve()));
+  clearInterval(rssTimer);
+  sampleRss();
+  await worker.stop();
+  return { firstAt, lastAt, handled, latencies, rss };
+}
+
+async function enqueue() {
+  const producer = await system.openProducer(url);
+  const q = options.queues?.[0];
+  const out = {};
+  if (options.mode === 'enqueue-bulk') {
+    const datas = Array.from({ length: options.jobs }, (_, i) => ({ i }));
+    const t = now();
+    // One call, or the system's chunks of it when its API wants them.
+    for (let i = 0; i < datas.length; i += options.chunk ?? datas.length) {
+      await producer.enqueueMany(datas.slice(i, i + (options.chunk ?? datas.length)), q);
+    }
+    out.ms = now() - t;
+  } else if (options.mode === 'enqueue-single') {
+    const t = now();
+    for (let i = 0; i < options.jobs; i++) await producer.enqueueOne({ i }, q);
+    out.ms = now() - t;
+  } else if (options.mode === 'preload') {
+    // Pre-insert for the processing scenarios: spread over the queues, in chunks.
+    const queues = options.queues;
+    const per = Math.ceil(options.jobs / queues.length);
+    for (const queue of queues) {
+      for (let i = 0; i < per; i += 5000) {
+        const n = Math.min(5000, per - i);
+        await producer.enqueueMany(Array.from({ length: n }, (_, k) => ({ i: i + k })), queue);
+      }
+    }
+  } else if (options.mode === 'latency') {
+    // One job every intervalMs, each stamped with the moment it was sent.
+    const start = now();
+    const pending = [];
+    for (let i = 0; i < options.jobs; i++) {
+      const wait = start + i * options.intervalMs - now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      pending.push(producer.enqueueOne({ t: now(), i }, q));
+    }
+    await Promise.all(pending);
+  }
+  await producer.close();
+  return out;
+}
+
+send({ ready: true });
+process.once('message', async (m) => {
+  if (m !== 'start') return;
+  try {
+    const result = options.mode === 'work' ? await work() : await enqueue();
+    send({ result });
+  } catch (err) {
+    send({ error: String(err?.stack ?? err) });
+  }
+  process.disconnect?.();
+  setTimeout(() => process.exit(0), 200).unref();
+});

@@ -1,0 +1,79 @@
+// Stampeded, as a NestJS user runs it: a Nest application context with
+// StampededModule, and a @Task provider (applied by plain call, this is .mjs).
+import 'reflect-metadata';
+import { createRequire } from 'node:module';
+import pg from 'pg';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { StampededModule, QueueService, Task, migrate } from '@stampeded/nestjs';
+
+const require = createRequire(import.meta.url);
+export const name = 'stampeded';
+export const version = require('../../libs/stampeded/package.json').version;
+
+/** Stampeded's own defaults: nothing is tuned for the benchmark. */
+export function settings({ concurrency }) {
+  return { concurrency, prefetch: 'default (= concurrency)', claimBatchSize: 'default', completionBatchSize: 'default', poolSize: 'default (10)' };
+}
+
+export async function install(url) {
+  await migrate(url);
+}
+
+export async function createQueues(url, queues) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // One partition per queue, as registerQueue() provisions it.
+    for (const q of queues) await client.query('SELECT stampeded_create_queue($1)', [q]);
+  } finally {
+    await client.end();
+  }
+}
+
+async function boot(url, worker, handle) {
+  class Noop {
+    handle(args) {
+      handle?.(args);
+    }
+  }
+  Task('noop')(Noop);
+  class BenchModule {}
+  Module({
+    imports: [StampededModule.forRoot({ connection: { url }, worker })],
+    providers: [Noop],
+  })(BenchModule);
+  return NestFactory.createApplicationContext(BenchModule, { logger: ['error', 'warn'] });
+}
+
+// For experiments only: STAMPEDED_BENCH_WORKER='{"prefetch":500}' overrides worker options.
+const override = JSON.parse(process.env.STAMPEDED_BENCH_WORKER ?? '{}');
+
+export async function startWorker(url, { concurrency, queues, handle }) {
+  const app = await boot(url, { concurrency, queues, ...override }, handle);
+  return { stop: () => app.close() };
+}
+
+export async function openProducer(url) {
+  const app = await boot(url, { enabled: false });
+  const queue = app.get(QueueService);
+  return {
+    enqueueOne: (data, q) => queue.enqueue('noop', data, q ? { queue: q } : undefined),
+    enqueueMany: (datas, q) => queue.enqueueMany(datas.map((args) => ({ task: 'noop', args, options: q ? { queue: q } : undefined }))),
+    close: () => app.close(),
+  };
+}
+
+export const pendingSql = `SELECT count(*)::int AS n FROM stampeded_jobs WHERE state IN ('available','retryable','claimed','executing')`;
+export const anyPendingSql = `SELECT EXISTS (SELECT 1 FROM stampeded_jobs WHERE state IN ('available','retryable','claimed','executing')) AS any`;
+export const completedSql = `SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'completed'`;
+
+/** Finished jobs already in the table, as a long-running install has them. */
+export async function insertFinished(client, n) {
+  await client.query(
+    `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, args)
+     SELECT 'bench', 'noop', 'completed', 1, now() - interval '10 minutes', jsonb_build_object('i', g)
+       FROM generate_series(1, $1) g`,
+    [n],
+  );
+}
