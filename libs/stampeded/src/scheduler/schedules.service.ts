@@ -24,7 +24,10 @@ import { ScheduleFirer } from './schedule-firer.js';
 import { toSchedule } from './schedule.mapper.js';
 
 /** The server must know the zone too: the wall_clock occurrence token is computed with AT TIME ZONE. */
-const SERVER_KNOWS_ZONE = sql('schedules_server_knows_zone', `SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1) AS known`);
+const SERVER_KNOWS_ZONE = sql(
+  'schedules_server_knows_zone',
+  `SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1) AS known, now() AS server_now`,
+);
 
 export interface ScheduleOccurrence {
   token: string;
@@ -69,7 +72,7 @@ export class SchedulesService {
   async upsert(definition: ScheduleDefinition): Promise<Schedule> {
     const queue = definition.queue ?? this.taskQueue(definition.task);
     const schedule = validateSchedule({ ...definition, queue }, this.now());
-    const [{ known }] = await this.db.query<{ known: boolean }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
+    const [{ known, server_now }] = await this.db.query<{ known: boolean; server_now: Date }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
     if (!known) {
       throw new StampededConfigError(
         INVALID_SCHEDULE(schedule.key, 'timezone', `${JSON.stringify(schedule.timezone)} is known to Node.js but not to the PostgreSQL server; use a zone both know`),
@@ -85,7 +88,9 @@ export class SchedulesService {
       schedule.priority,
       schedule.intervalSecs,
       schedule.cron,
-      firstRunAt(schedule, this.now()),
+      // From the database's clock, like every other decision about when:
+      // a process whose own clock is off must not move a schedule.
+      firstRunAt(schedule, this.clock?.now() ?? server_now),
       schedule.dstPolicy,
       schedule.timezone,
       schedule.missedPolicy,
