@@ -106,8 +106,10 @@ export function toJsonObject(where: string, option: string, value: unknown, maxB
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     fail(where, option, `must be a plain JSON object (named arguments), got ${describe(value)}; wrap it: { value: ... }`);
   }
+  // A plain object from any realm (a vm context, a message from a child
+  // process): its prototype is null or is itself a root prototype.
   const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) {
+  if (proto !== null && Object.getPrototypeOf(proto) !== null) {
     fail(where, option, `must be a plain JSON object, got an instance of ${(value as object).constructor?.name ?? 'a class'}; pass its fields instead`);
   }
   checkJsonValue(where, option, value, 0, new Set());
