@@ -204,8 +204,13 @@ function candidateInstants(wall: number, rule: ScheduleRule): number[] {
   return instants.length ? [instants[0]] : [endOfGap(wall, rule.timezone)];
 }
 
-/** next_run_at for a new schedule, or one whose rule changed. */
+/**
+ * next_run_at for a new schedule, or one whose rule changed. An interval
+ * starts on a whole second, so that its occurrences (and their ledger
+ * tokens, which count seconds) fall on whole seconds too.
+ */
 export function firstRunAt(rule: ScheduleRule, now: Date): Date {
+  if (rule.intervalSecs !== null) return new Date(Math.ceil(now.getTime() / 1000) * 1000 + rule.intervalSecs * 1000);
   return nextOccurrence(rule, now) ?? new Date(8.64e15);
 }
 
