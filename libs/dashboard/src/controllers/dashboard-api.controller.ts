@@ -62,8 +62,8 @@ export class DashboardApiController {
 
   @Get('throughput')
   @Header('Cache-Control', 'no-store')
-  throughput(@Query('queue') queue?: string, @Query('minutes') minutes?: string) {
-    return this.inspector.throughput({ queue, minutes: minutes ? Math.min(Math.max(1, Number(minutes) || 60), 1440) : 60 });
+  throughput(@Query('minutes') minutes?: string) {
+    return this.inspector.throughput({ minutes: minutes ? Math.min(Math.max(1, Number(minutes) || 60), 1440) : 60 });
   }
 
   @Get('jobs')

@@ -1,28 +1,23 @@
 import type { ThroughputBucket } from '../inspector/stampeded-inspector.js';
 import { esc } from './html.js';
 
-/** Jobs finished per minute as stacked bars, inline SVG: no script, no library. */
+/** Jobs finished per minute as bars, inline SVG: no script, no library. */
 export function throughputChart(buckets: ThroughputBucket[], width = 720, height = 140): string {
   const pad = 24;
-  const max = Math.max(1, ...buckets.map((b) => b.completed + b.discarded + b.cancelled));
+  const max = Math.max(1, ...buckets.map((b) => b.finished));
   const barWidth = (width - pad) / Math.max(1, buckets.length);
   const scale = (n: number) => (n / max) * (height - pad);
   const bars = buckets
     .map((b, i) => {
       const x = pad + i * barWidth;
-      let y = height - pad / 2;
-      const parts: string[] = [];
-      for (const [n, color] of [[b.completed, '#3a7bd5'], [b.discarded, '#d5473a'], [b.cancelled, '#a0a7b4']] as const) {
-        if (!n) continue;
-        const h = scale(n);
-        y -= h;
-        parts.push(`<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="${color}"/>`);
-      }
-      const label = `${new Date(b.at * 1000).toISOString().slice(11, 16)}: ${b.completed} completed, ${b.discarded} discarded, ${b.cancelled} cancelled`;
-      return `<g><title>${esc(label)}</title>${parts.join('')}</g>`;
+      const h = scale(b.finished);
+      const y = height - pad / 2 - h;
+      const bar = b.finished ? `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="#3a7bd5"/>` : '';
+      const label = `${new Date(b.at * 1000).toISOString().slice(11, 16)} UTC: ${b.finished} finished`;
+      return `<g><title>${esc(label)}</title>${bar}</g>`;
     })
     .join('');
-  const total = buckets.reduce((n, b) => n + b.completed + b.discarded + b.cancelled, 0);
+  const total = buckets.reduce((n, b) => n + b.finished, 0);
   return `<svg class="chart" role="img" aria-label="${total} jobs finished in the last hour" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">
 <text x="2" y="12" font-size="10" fill="#5b6475">${max}/min</text>
 <line x1="${pad}" y1="${height - pad / 2}" x2="${width}" y2="${height - pad / 2}" stroke="#c5cad3"/>${bars}</svg>`;

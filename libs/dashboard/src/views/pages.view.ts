@@ -12,8 +12,6 @@ export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput:
   const rows = queues.map((q) => [
     `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue })}`)}">${esc(q.queue)}</a>`,
     ...STATES.map((s) => (q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>')),
-    String(q.lastHour.completed),
-    q.lastHour.discarded ? `<span class="bad">${q.lastHour.discarded}</span>` : '0',
     wait(q.headWaitSecs),
     `<span class="tag ${esc(q.verdict)}">${esc(q.verdict)}</span>${q.reason ? ` <span class="dim">${esc(q.reason)}</span>` : ''}`,
     q.verdict === 'hold'
@@ -21,7 +19,7 @@ export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput:
       : actionButton(ctx, `/actions/queues/${encodeURIComponent(q.queue)}/pause`, 'Pause', ctx.base || '/'),
   ]);
   const body = `<h2>Finished per minute, last hour</h2>${throughputChart(throughput)}
-<h2>Queues</h2>${table(['Queue', ...STATES, 'done 1h', 'discarded 1h', 'head wait', 'verdict', ''], rows, 'no queues yet')}
+<h2>Queues</h2>${table(['Queue', ...STATES, 'head wait', 'verdict', ''], rows, 'no queues yet')}
 <p class="dim">Counts come from the trigger-maintained counters. "Head wait" is how long the next job in claim order has been due.</p>`;
   return layout(ctx, '', 'Queues', body);
 }
