@@ -89,6 +89,9 @@ describe('stampeded CLI', () => {
     expect((await runCli(url, ['no-such-command'])).code).toBe(2);
     expect((await runCli(url, ['jobs', 'list', '--limit', 'lots'])).code).toBe(2);
     expect((await runCli(url, ['jobs', 'list', '--state', 'sleeping'])).code).toBe(2);
+    const badInterval = await runCli(url, ['prune', '--failed-older-than', 'banana']);
+    expect(badInterval.code).toBe(2);
+    expect(badInterval.stderr).toMatch(/invalid input syntax for type interval: "banana"/);
   });
 
   it('has --help for every command', async () => {

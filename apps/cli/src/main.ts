@@ -24,6 +24,8 @@ try {
   } else {
     const e = err as { message?: string; code?: string };
     process.stderr.write(`stampeded: ${(e.message ?? String(err)).split('\n')[0]}${e.code ? ` (SQLSTATE ${e.code})` : ''}\n`);
-    process.exitCode = EXIT.failed;
+    // Class 22 is PostgreSQL refusing a value the user typed (an interval
+    // such as --failed-older-than banana): a usage error, not a failure.
+    process.exitCode = e.code?.startsWith('22') ? EXIT.usage : EXIT.failed;
   }
 }

@@ -5,7 +5,7 @@ import { cell, emit, fields, positiveInt, table } from '../output/output.js';
 import { operatorName, withConnection } from './command-context.js';
 
 export function registerJobs(program: Command): void {
-  const jobs = program.command('jobs').description('list, show, retry and cancel jobs');
+  const jobs = program.command('jobs').description('list, show, retry, cancel and discard jobs');
 
   jobs
     .command('list')
