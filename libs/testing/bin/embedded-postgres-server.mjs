@@ -81,6 +81,6 @@ try {
   await pg.start();
   process.send({ ready: true, url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, dataDir: join(root, 'data') });
 } catch (err) {
-  process.send({ ready: false, error: `${err?.message ?? err}\n${log.join('')}` });
-  await stop(1);
+  // Sent before stopping, and only then: the parent reads the reason from it.
+  process.send({ ready: false, error: `${err?.message ?? err}\n${log.join('')}` }, () => void stop(1));
 }
