@@ -18,3 +18,5 @@ export type {
   State,
 } from './inspector/stampeded-inspector.js';
 export { CSRF_COOKIE, CSRF_HEADER, CSRF_FIELD } from './dashboard.constants.js';
+export { StampededHealthIndicator, StampededHealthModule } from './health/stampeded.health.js';
+export type { StampededHealthOptions, StampededHealthResult } from './health/stampeded.health.js';

@@ -54,8 +54,9 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   }
   for (const key of ['prefetch', 'shutdownTimeoutMs'] as const) {
     const value = options.worker?.[key];
-    if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
-      throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 0 or more, got ${value}.`);
+    if (key === 'prefetch' && value === 'auto') continue;
+    if (value !== undefined && (!Number.isInteger(value) || (value as number) < 0)) {
+      throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 0 or more${key === 'prefetch' ? " or 'auto'" : ''}, got ${value}.`);
     }
   }
   if (options.migrations !== undefined && options.migrations !== 'auto' && options.migrations !== 'none') {

@@ -15,3 +15,21 @@ export const VACUUM_HEALTH = sql('dashboard_vacuum_health', `SELECT * FROM stamp
 export const INDEX_DENSITY = sql('dashboard_index_density', `SELECT * FROM stampeded_index_density()`);
 
 export const PARTITION_HEALTH = sql('dashboard_partition_health', `SELECT * FROM stampeded_partition_health()`);
+
+/**
+ * Whether some session holds this schema's maintenance leader lock: the
+ * session advisory lock that @stampeded/nestjs's leader election takes on
+ * hashtextextended('stampeded.maintenance.' || schema). A bigint advisory key
+ * shows in pg_locks as classid (high 32 bits) and objid (low 32 bits) with
+ * objsubid 1. A lock, not a timestamp, because the leader keeps none: it
+ * holds the lock exactly while its session lives.
+ */
+export const MAINTENANCE_LEADER = sql(
+  'dashboard_maintenance_leader',
+  `SELECT EXISTS (
+       SELECT 1 FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND objsubid = 1
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('stampeded.maintenance.' || $1::text, 0)
+   ) AS present`,
+);

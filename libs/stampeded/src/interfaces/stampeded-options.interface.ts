@@ -20,10 +20,13 @@ export interface WorkerOptions {
   heartbeatIntervalMs?: number;
   /**
    * Jobs claimed ahead of free slots, so that a finished handler starts the
-   * next job without waiting for a round trip. Default: concurrency.
+   * next job without waiting for a round trip. Default `'auto'`: about 200 ms
+   * of work at the rate this worker is running jobs, at least `concurrency`
+   * and at most 1,000 -- so fast jobs are claimed in large batches and slow
+   * ones are not held claimed while they wait.
    */
-  prefetch?: number;
-  /** Most jobs one claim statement takes. Default 100. */
+  prefetch?: number | 'auto';
+  /** Most jobs one claim statement takes. Default 500. */
   claimBatchSize?: number;
   /** Most outcomes one completion statement records. Default 500. */
   completionBatchSize?: number;

@@ -69,6 +69,20 @@ SELECT i.ord::int AS ord,
 
 export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
 
+/**
+ * The worker's claim: the same function, without the columns whose value the
+ * claim itself decides (state, claimed_by, claimed_at = heartbeat_at,
+ * finished_at) or that no worker reads (dedup_key); see toClaimedJob.
+ */
+export const CLAIM_BATCH = sql(
+  'stampeded_claim_batch',
+  `SELECT id, queue, tenant_id, task, args, meta, priority, destination, scheduled_at, expire_seconds, heartbeat_at,
+          attempt, max_attempts, attempted_by, interruptions, max_interruptions, deferrals, max_deferrals,
+          checkpoint, checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms, dedup_scope, dedup_period,
+          failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue, source_attempts, inserted_at
+     FROM stampeded_claim($1, $2, $3, $4)`,
+);
+
 export const COMPLETE_MANY = sql(
   'stampeded_complete_many',
   `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`,

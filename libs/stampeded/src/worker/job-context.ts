@@ -22,7 +22,8 @@ export function createJobContext(
   db: StampededDatabase,
   workerId: string,
   job: Job,
-  signal: AbortSignal,
+  /** Called when the handler first reads ctx.signal: most never do. */
+  signal: () => AbortSignal,
   hooks: JobRunHooks,
 ): JobContext {
   const fence = [job.queue, job.id, workerId, job.attempt];
@@ -35,7 +36,9 @@ export function createJobContext(
     tenantId: job.tenantId,
     destination: job.destination,
     meta: job.meta,
-    signal,
+    get signal() {
+      return signal();
+    },
     checkpoint: job.checkpoint ?? null,
     async touch() {
       const [row] = await db.query<{ owned: boolean | null }>(TOUCH, fence);

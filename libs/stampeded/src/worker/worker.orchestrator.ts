@@ -100,8 +100,8 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       workerId,
       queues,
       concurrency,
-      prefetch: options.prefetch ?? concurrency,
-      claimBatchSize: options.claimBatchSize ?? 100,
+      prefetch: options.prefetch ?? 'auto',
+      claimBatchSize: options.claimBatchSize ?? 500,
       completionBatchSize: options.completionBatchSize ?? 500,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       queueConcurrency: new Map(

@@ -5,8 +5,8 @@ import type { JobEvents } from '../events/job-events.js';
 import type { JobEvent, JobEventType } from '../interfaces/job-event.interface.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
-import { CLAIM } from '../sql/jobs.sql.js';
-import { toJob } from '../queue/job.mapper.js';
+import { CLAIM_BATCH } from '../sql/jobs.sql.js';
+import { toClaimedJob } from '../queue/job.mapper.js';
 import { retryDelayMs } from './backoff.js';
 import { createJobContext } from './job-context.js';
 import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
@@ -16,7 +16,8 @@ export interface WorkerConfig {
   workerId: string;
   queues: string[];
   concurrency: number;
-  prefetch: number;
+  /** Jobs claimed ahead of free slots; `'auto'` sizes it from the measured rate. */
+  prefetch: number | 'auto';
   claimBatchSize: number;
   completionBatchSize: number;
   pollIntervalMs: number;
@@ -29,17 +30,38 @@ export type RunOutcome = Extract<JobEventType, 'completed' | 'retrying' | 'disca
 
 interface RunningJob {
   job: Job;
-  controller: AbortController;
+  /**
+   * Made on first use of the handler's signal. Most handlers never look at it,
+   * and an AbortController per job was a measurable share of a no-op job's
+   * cost (bench/RESULTS.md).
+   */
+  controller?: AbortController;
+  /** Set when the job was aborted before its signal was made. */
+  abortedWith?: Error;
   startedAt: number;
   settled: boolean;
   /** Why the signal fired, when it did. */
   abortReason?: 'timed_out' | 'cancelled' | 'lost' | 'shutdown';
-  deadline?: NodeJS.Timeout;
+  /** When the job times out unless it touches (epoch ms). */
+  deadlineAt: number;
   done: Promise<RunOutcome>;
 }
 
-/** setTimeout's longest delay; a longer expiry is left to stampeded_expire. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+/**
+ * Deadlines are checked by one sweep over the running jobs, not by a timer per
+ * job: arming and clearing a setTimeout for every job cost more than the job
+ * itself on the no-op benchmark. A job times out at most this late.
+ */
+const DEADLINE_SWEEP_MS = 100;
+
+/**
+ * With prefetch 'auto', the buffer holds about this much work at the measured
+ * rate: enough that a claim round trip never leaves a slot idle, little enough
+ * that jobs do not wait long claimed but not started.
+ */
+const AUTO_PREFETCH_WINDOW_MS = 200;
+/** The most jobs prefetch 'auto' claims ahead. */
+const AUTO_PREFETCH_MAX = 1000;
 
 export class JobAbortedError extends Error {
   override name = 'JobAbortedError';
@@ -66,6 +88,12 @@ export class Worker {
   private pollTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private claimFailures = 0;
+  private sweepTimer?: NodeJS.Timeout;
+  /** Jobs started, and when the rate was last measured, for prefetch 'auto'. */
+  private startedCount = 0;
+  private rateSince = 0;
+  private rateCount = 0;
+  private ratePerMs = 0;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -111,7 +139,22 @@ export class Worker {
   }
 
   private room(): number {
-    return this.config.concurrency + this.config.prefetch - this.running.size - this.buffer.length;
+    return this.config.concurrency + this.prefetch() - this.running.size - this.buffer.length;
+  }
+
+  /** Jobs to hold claimed ahead of free slots. */
+  private prefetch(): number {
+    if (this.config.prefetch !== 'auto') return this.config.prefetch;
+    const now = performance.now();
+    if (now - this.rateSince >= 100) {
+      // A smoothed rate of job starts: the buffer follows the work as it speeds up or slows down.
+      const measured = (this.startedCount - this.rateCount) / Math.max(1, now - this.rateSince);
+      this.ratePerMs = this.rateSince === 0 ? measured : 0.5 * this.ratePerMs + 0.5 * measured;
+      this.rateSince = now;
+      this.rateCount = this.startedCount;
+    }
+    const wanted = Math.ceil(this.ratePerMs * AUTO_PREFETCH_WINDOW_MS);
+    return Math.max(this.config.concurrency, Math.min(AUTO_PREFETCH_MAX, wanted));
   }
 
   private queueRoom(queue: string): number {
@@ -170,8 +213,9 @@ export class Worker {
 
   async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
     if (limit <= 0) return [];
-    const rows = await this.db.query(CLAIM, [queue, this.config.workerId, limit, now]);
-    return rows.map(toJob);
+    const workerId = this.config.workerId;
+    const rows = await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
+    return rows.map((row) => toClaimedJob(row, workerId));
   }
 
   private startBuffered(): void {
@@ -179,16 +223,49 @@ export class Worker {
       void this.execute(this.buffer.shift()!);
     }
     // Below half the buffer, claim more before the last buffered job starts.
-    if (!this.stopping && this.buffer.length <= this.config.prefetch / 2) this.wake();
+    if (!this.stopping && !this.fetching && this.buffer.length <= this.prefetch() / 2) this.wake();
   }
 
   /** Runs one claimed job to its recorded outcome. */
   execute(job: Job): Promise<RunOutcome> {
-    const entry = { job, controller: new AbortController(), startedAt: Date.now(), settled: false } as RunningJob;
+    const entry: RunningJob = {
+      job,
+      controller: undefined,
+      startedAt: Date.now(),
+      settled: false,
+      deadlineAt: Infinity,
+      done: undefined as unknown as Promise<RunOutcome>,
+    };
     this.running.set(job.id, entry);
+    this.startedCount++;
+    if (!this.sweepTimer) {
+      this.sweepTimer = setInterval(() => this.sweepDeadlines(), DEADLINE_SWEEP_MS);
+      this.sweepTimer.unref?.();
+    }
     this.emit('active', job);
     entry.done = this.run(entry);
     return entry.done;
+  }
+
+  /** The handler's AbortSignal, made when first asked for. */
+  private signalOf(entry: RunningJob): AbortSignal {
+    if (!entry.controller) {
+      entry.controller = new AbortController();
+      if (entry.abortedWith) entry.controller.abort(entry.abortedWith);
+    }
+    return entry.controller.signal;
+  }
+
+  private abortSignal(entry: RunningJob, error: Error): void {
+    if (entry.controller) entry.controller.abort(error);
+    else entry.abortedWith ??= error;
+  }
+
+  private sweepDeadlines(): void {
+    const now = Date.now();
+    for (const entry of this.running.values()) {
+      if (!entry.settled && entry.deadlineAt <= now) void this.timeOut(entry);
+    }
   }
 
   private async run(entry: RunningJob): Promise<RunOutcome> {
@@ -205,7 +282,7 @@ export class Worker {
       });
     }
     this.armDeadline(entry, job.heartbeatAt ? new Date(job.heartbeatAt).getTime() : Date.now());
-    const ctx = createJobContext(this.db, this.config.workerId, job, entry.controller.signal, {
+    const ctx = createJobContext(this.db, this.config.workerId, job, () => this.signalOf(entry), {
       onAlive: () => this.armDeadline(entry, Date.now()),
       onLost: (reason) => this.abandon(entry, 'lost', reason),
     });
@@ -231,7 +308,7 @@ export class Worker {
   private invoke(task: RegisteredTask, job: Job, ctx: ReturnType<typeof createJobContext>, entry: RunningJob): Promise<unknown> {
     if (task.metadata.isolation === 'process') {
       if (!this.processRunner) throw new Error('isolation: process is not available in this worker');
-      return this.processRunner.run(task, job, ctx, entry.controller.signal);
+      return this.processRunner.run(task, job, ctx, this.signalOf(entry));
     }
     return Promise.resolve(task.instance.handle(job.args, ctx));
   }
@@ -248,12 +325,8 @@ export class Worker {
   }
 
   private armDeadline(entry: RunningJob, from: number): void {
-    clearTimeout(entry.deadline);
     if (entry.settled) return;
-    const ms = from + entry.job.expireSeconds * 1000 - Date.now();
-    if (ms > MAX_TIMER_MS) return;
-    entry.deadline = setTimeout(() => void this.timeOut(entry), Math.max(0, ms));
-    entry.deadline.unref?.();
+    entry.deadlineAt = from + entry.job.expireSeconds * 1000;
   }
 
   private async timeOut(entry: RunningJob): Promise<void> {
@@ -272,7 +345,7 @@ export class Worker {
     if (entry.settled) return;
     entry.abortReason = reason;
     this.settle(entry);
-    entry.controller.abort(new JobAbortedError(message));
+    this.abortSignal(entry, new JobAbortedError(message));
     if (reason === 'lost') this.emit('lost', entry.job, { error: message });
   }
 
@@ -291,8 +364,11 @@ export class Worker {
   private settle(entry: RunningJob): void {
     if (entry.settled) return;
     entry.settled = true;
-    clearTimeout(entry.deadline);
     this.running.delete(entry.job.id);
+    if (this.running.size === 0 && this.sweepTimer) {
+      clearInterval(this.sweepTimer);
+      this.sweepTimer = undefined;
+    }
     this.startBuffered();
   }
 
@@ -342,7 +418,7 @@ export class Worker {
       this.logger.warn(`shutdown: aborting ${stragglers.length} job(s) still running after ${timeoutMs} ms; they go back to the queue`);
       for (const entry of stragglers) {
         entry.abortReason = 'shutdown';
-        entry.controller.abort(new JobAbortedError('worker is shutting down'));
+        this.abortSignal(entry, new JobAbortedError('worker is shutting down'));
       }
       await this.waitForRunning(abortGraceMs);
       for (const entry of [...this.running.values()]) {
