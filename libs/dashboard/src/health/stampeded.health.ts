@@ -1,0 +1,76 @@
+import { Inject, Injectable, Module } from '@nestjs/common';
+import { StampededDatabase } from '@stampeded/nestjs';
+import { MAINTENANCE_LEADER } from '../sql/health.sql.js';
+import { QUEUE_STATE } from '../sql/queues.sql.js';
+
+export interface StampededHealthOptions {
+  /** A queue whose next due job has waited longer than this is down. Default 300 s. */
+  maxWaitSeconds?: number;
+  /** Down when no process holds the maintenance leader lock. Default true. */
+  requireMaintenanceLeader?: boolean;
+  /** A database that has not answered by then is down. Default 3000 ms. */
+  timeoutMs?: number;
+}
+
+/** The shape @nestjs/terminus reads: `{ [key]: { status, ...details } }`. */
+export type StampededHealthResult = Record<string, { status: 'up' | 'down'; [detail: string]: unknown }>;
+
+/**
+ * A health indicator for @nestjs/terminus, without importing it: terminus
+ * (11 and later) counts an indicator whose result says `status: 'down'` as
+ * failed, so this returns that shape and the package stays an optional peer.
+ *
+ * ```ts
+ * @Get('health') @HealthCheck()
+ * check() { return this.health.check([() => this.stampeded.isHealthy('stampeded', { maxWaitSeconds: 120 })]); }
+ * ```
+ *
+ * Down when the database does not answer, when a queue's next job in claim
+ * order has been due for longer than `maxWaitSeconds` (a held queue waits by
+ * intent and is left out), or when no process leads maintenance, so that
+ * nothing reaps dead workers or prunes.
+ */
+@Injectable()
+export class StampededHealthIndicator {
+  constructor(@Inject(StampededDatabase) private readonly db: Pick<StampededDatabase, 'query' | 'schema'>) {}
+
+  async isHealthy(key = 'stampeded', options: StampededHealthOptions = {}): Promise<StampededHealthResult> {
+    const maxWaitSeconds = options.maxWaitSeconds ?? 300;
+    const timeoutMs = options.timeoutMs ?? 3000;
+    let queues: { queue: string; verdict: string | null; head_wait_secs: number | null }[];
+    let leader: boolean;
+    try {
+      [queues, leader] = await withTimeout(
+        Promise.all([
+          this.db.query<{ queue: string; verdict: string | null; head_wait_secs: number | null }>(QUEUE_STATE),
+          this.db.query<{ present: boolean }>(MAINTENANCE_LEADER, [this.db.schema]).then(([row]) => row.present),
+        ]),
+        timeoutMs,
+      );
+    } catch (err) {
+      return { [key]: { status: 'down', reason: `database unreachable: ${(err as Error).message.split('\n')[0]}` } };
+    }
+    const waiting = Object.fromEntries(
+      queues
+        .filter((q) => q.verdict !== 'hold' && q.head_wait_secs !== null && Number(q.head_wait_secs) > maxWaitSeconds)
+        .map((q) => [q.queue, Math.round(Number(q.head_wait_secs))]),
+    );
+    const reasons: string[] = [];
+    if (Object.keys(waiting).length) reasons.push(`jobs due for more than ${maxWaitSeconds} s in ${Object.keys(waiting).join(', ')}`);
+    if ((options.requireMaintenanceLeader ?? true) && !leader) reasons.push('no process leads maintenance: dead workers are not reaped, nothing is pruned');
+    const details = { maintenanceLeader: leader, waitingSeconds: waiting };
+    return { [key]: reasons.length ? { status: 'down', reason: reasons.join('; '), ...details } : { status: 'up', ...details } };
+  }
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Provides StampededHealthIndicator; import it beside TerminusModule. Needs StampededModule in the app. */
+@Module({ providers: [StampededHealthIndicator], exports: [StampededHealthIndicator] })
+export class StampededHealthModule {}
