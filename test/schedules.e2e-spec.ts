@@ -7,6 +7,9 @@ import { bootApp, sqlClient, testDatabase } from './support/test-app.js';
 @Task('nightly-report', {
   queue: 'reports',
   priority: 5,
+  maxAttempts: 3,
+  expireSeconds: 120,
+  deadLetterQueue: 'reports-dead',
   schedule: { cron: '0 3 * * *', timezone: 'Europe/Berlin', dstPolicy: 'wall_clock', missedPolicy: 'once', args: { kind: 'daily' } },
 })
 class NightlyReport implements TaskHandler<{ kind: string }> {
@@ -48,7 +51,8 @@ describe('schedules', () => {
   const jobsOf = async (key: string) =>
     (
       await sql.query(
-        `SELECT j.queue, j.task, j.args, j.priority, j.meta, o.occurrence_token AS token
+        `SELECT j.queue, j.task, j.args, j.priority, j.meta, o.occurrence_token AS token,
+                j.max_attempts, j.expire_seconds, j.dead_letter_queue
            FROM stampeded_cron_occurrences o JOIN stampeded_jobs j ON j.id = o.job_id
           WHERE o.cron_key = $1 ORDER BY o.id`,
         [key],
@@ -80,8 +84,22 @@ describe('schedules', () => {
     ]);
     expect(await schedules.fireDue()).toEqual([]);
     expect(await jobsOf('nightly-report')).toEqual([
-      { queue: 'reports', task: 'nightly-report', args: { kind: 'daily' }, priority: 5, meta: { nestjs: { schedule: 'nightly-report' } }, token: '2026-06-01 03:00' },
+      {
+        queue: 'reports',
+        task: 'nightly-report',
+        args: { kind: 'daily' },
+        priority: 5,
+        meta: { nestjs: { schedule: 'nightly-report' } },
+        token: '2026-06-01 03:00',
+        // The task's own job options, as an enqueue by hand would give it.
+        max_attempts: 3,
+        expire_seconds: 120,
+        dead_letter_queue: 'reports-dead',
+      },
     ]);
+    const { jobId } = await schedules.trigger('nightly-report');
+    const [triggered] = (await sql.query(`SELECT max_attempts, expire_seconds, dead_letter_queue FROM stampeded_jobs WHERE id = $1`, [jobId])).rows;
+    expect(triggered).toEqual({ max_attempts: 3, expire_seconds: 120, dead_letter_queue: 'reports-dead' });
 
     // A redeploy hours later keeps the next run (and an operator's pause).
     await schedules.pause('nightly-report');

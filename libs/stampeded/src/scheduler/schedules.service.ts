@@ -5,6 +5,9 @@ import { INVALID_SCHEDULE, SCHEDULE_NOT_FOUND } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
+import { QueueRegistry } from '../queue/queue.registry.js';
+import { buildJobRow } from '../queue/job-input.validator.js';
+import type { JobOptions } from '../interfaces/job-options.interface.js';
 import {
   GET_SCHEDULE,
   LIST_OCCURRENCES,
@@ -52,6 +55,7 @@ export class SchedulesService {
   constructor(
     private readonly db: StampededDatabase,
     private readonly tasks: TaskRegistry,
+    private readonly queues: QueueRegistry,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
   ) {
     this.config = resolveSchedulesConfig(options.schedules);
@@ -95,8 +99,41 @@ export class SchedulesService {
       schedule.timezone,
       schedule.missedPolicy,
       schedule.paused,
+      this.jobOptionsFor(schedule.key, schedule.task, schedule.queue),
     ]);
     return toSchedule(row);
+  }
+
+  /**
+   * The options a job of this task gets when enqueued by hand -- module,
+   * queue and task defaults, in that order -- as the columns the schedule's
+   * jobs are inserted with. A task this process does not declare gets the
+   * module's and the queue's.
+   */
+  private jobOptionsFor(key: string, task: string, queue: string): string {
+    const declared = this.tasks.get(task)?.metadata;
+    const taskDefaults: JobOptions = declared
+      ? {
+          maxAttempts: declared.maxAttempts,
+          expireSeconds: declared.expireSeconds,
+          backoff: declared.backoff,
+          maxInterruptions: declared.maxInterruptions,
+          maxDeferrals: declared.maxDeferrals,
+          deadLetterQueue: declared.deadLetterQueue,
+        }
+      : {};
+    const { queue: _moduleQueue, priority: _modulePriority, ...moduleDefaults } = this.options.defaultJobOptions ?? {};
+    const { queue: _queueQueue, priority: _queuePriority, ...queueDefaults } = this.queues.get(queue)?.defaultJobOptions ?? {};
+    const row = buildJobRow(`Schedule "${key}"`, task, {}, { queue }, [moduleDefaults, queueDefaults, taskDefaults]);
+    return JSON.stringify({
+      expire_seconds: row.expire_seconds,
+      max_attempts: row.max_attempts,
+      backoff_base_ms: row.backoff_base_ms,
+      backoff_max_ms: row.backoff_max_ms,
+      max_interruptions: row.max_interruptions,
+      max_deferrals: row.max_deferrals,
+      dead_letter_queue: row.dead_letter_queue,
+    });
   }
 
   private taskQueue(task: string): string {

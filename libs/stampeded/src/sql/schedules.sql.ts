@@ -16,8 +16,8 @@ export const UPSERT_SCHEDULE = sql(
   `
 INSERT INTO stampeded_schedules AS s
        (key, queue, task, args, meta, tenant_id, priority, interval_secs, cron_expr,
-        next_run_at, dst_policy, timezone, missed_policy, paused)
-VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, coalesce($14::boolean, false))
+        next_run_at, dst_policy, timezone, missed_policy, paused, job_options)
+VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, coalesce($14::boolean, false), $15::jsonb)
 ON CONFLICT (key) DO UPDATE SET
        queue         = excluded.queue,
        task          = excluded.task,
@@ -25,6 +25,7 @@ ON CONFLICT (key) DO UPDATE SET
        meta          = s.meta || excluded.meta,
        tenant_id     = excluded.tenant_id,
        priority      = excluded.priority,
+       job_options   = excluded.job_options,
        next_run_at   = CASE WHEN s.interval_secs IS DISTINCT FROM excluded.interval_secs
                               OR s.cron_expr     IS DISTINCT FROM excluded.cron_expr
                               OR s.timezone      <> excluded.timezone
@@ -80,13 +81,8 @@ export const SKIP_TO_NEXT_RUN = sql(
 export const TRIGGER_SCHEDULE = sql(
   'schedules_trigger_schedule',
   `
-WITH s AS (
-    SELECT key, queue, task, args, meta, tenant_id, priority FROM stampeded_schedules WHERE key = $1
-),
-job AS (
-    INSERT INTO stampeded_jobs (queue, task, args, meta, tenant_id, priority)
-    SELECT queue, task, args, meta, tenant_id, priority FROM s
-    RETURNING id
+WITH job AS (
+    SELECT stampeded_schedule_job(s) AS id FROM stampeded_schedules s WHERE s.key = $1
 ),
 occurrence AS (
     INSERT INTO stampeded_cron_occurrences (cron_key, occurrence_token, job_id)

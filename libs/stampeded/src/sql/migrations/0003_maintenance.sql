@@ -209,6 +209,91 @@ BEGIN
 END;
 $$;
 
+-- Scheduled jobs carry their task's job options.
+--
+-- The seed's stampeded_fire_schedule inserted queue, task, args, meta, tenant
+-- and priority, and left everything else to the column defaults: a task
+-- declared with maxAttempts 3, a 60-second expiry and a dead-letter queue got
+-- 25 attempts, an hour and no dead letter whenever its schedule fired it,
+-- while the same task enqueued by hand got what it declared. The runtime that
+-- upserts a schedule resolves the options as an enqueue would and stores them
+-- here; a schedule written without them gets the column defaults, as before.
+ALTER TABLE stampeded_schedules
+    ADD COLUMN job_options jsonb NOT NULL DEFAULT '{}'::jsonb,
+    ADD CONSTRAINT stampeded_schedules_job_options_object CHECK (jsonb_typeof(job_options) = 'object');
+
+-- One job for one schedule, with its options: shared by the firing and by
+-- "fire now", so that the two cannot drift apart. The fallbacks are the
+-- stampeded_jobs column defaults.
+CREATE FUNCTION stampeded_schedule_job(s stampeded_schedules) RETURNS uuid
+LANGUAGE sql AS $$
+    INSERT INTO stampeded_jobs
+        (queue, task, args, meta, tenant_id, priority,
+         expire_seconds, max_attempts, backoff_base_ms, backoff_max_ms,
+         max_interruptions, max_deferrals, dead_letter_queue)
+    VALUES
+        (s.queue, s.task, s.args, s.meta, s.tenant_id, s.priority,
+         coalesce((s.job_options->>'expire_seconds')::integer, 3600),
+         coalesce((s.job_options->>'max_attempts')::smallint, 25),
+         coalesce((s.job_options->>'backoff_base_ms')::smallint, 1000),
+         coalesce((s.job_options->>'backoff_max_ms')::integer, 3600000),
+         coalesce((s.job_options->>'max_interruptions')::smallint, 1),
+         coalesce((s.job_options->>'max_deferrals')::smallint, 100),
+         s.job_options->>'dead_letter_queue')
+    RETURNING id;
+$$;
+
+-- The seed's firing, unchanged but for the insert: the occurrence ledger
+-- first (a token already there means another process fired it, and only
+-- next_run_at moves), then the job with its options.
+CREATE OR REPLACE FUNCTION stampeded_fire_schedule(p_key text, p_next_run_at timestamptz)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    s        stampeded_schedules%ROWTYPE;
+    v_token  text;
+    v_job    uuid;
+    -- Separate from v_job: the ledger's id is bigserial, the job's is uuid.
+    v_occ    bigint;
+BEGIN
+    SELECT * INTO s FROM stampeded_schedules WHERE key = p_key;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+
+    v_token := CASE s.dst_policy
+        WHEN 'wall_clock' THEN
+            to_char(s.next_run_at AT TIME ZONE s.timezone, 'YYYY-MM-DD HH24:MI')
+        ELSE
+            extract(epoch FROM s.next_run_at)::bigint::text
+    END;
+
+    INSERT INTO stampeded_cron_occurrences (cron_key, occurrence_token)
+    VALUES (s.key, v_token)
+    ON CONFLICT (cron_key, occurrence_token) DO NOTHING
+    RETURNING id INTO v_occ;
+
+    IF v_occ IS NULL THEN
+        UPDATE stampeded_schedules
+           SET next_run_at = p_next_run_at, updated_at = now()
+         WHERE key = s.key;
+        RETURN NULL;
+    END IF;
+
+    v_job := stampeded_schedule_job(s);
+
+    UPDATE stampeded_cron_occurrences
+       SET job_id = v_job
+     WHERE id = v_occ;
+
+    UPDATE stampeded_schedules
+       SET next_run_at = p_next_run_at, last_run_at = now(), updated_at = now()
+     WHERE key = s.key;
+
+    RETURN v_job;
+END;
+$$;
+
 -- Gives a partition back the triggers it should have, and its counts.
 --
 -- stampeded_partition_health() finds a partition without its notify or
