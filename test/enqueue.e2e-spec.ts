@@ -51,6 +51,26 @@ describe('enqueue', () => {
     expect(third.id).not.toBe(first.id);
   });
 
+  it('gives racing duplicates one job and one id, whichever connection wins', async () => {
+    const racers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => queue.enqueue('race', { i }, { dedup: { scope: 'race:1' } })),
+    );
+    expect(new Set(racers.map((r) => r.id)).size).toBe(1);
+    expect(racers.filter((r) => !r.deduplicated)).toHaveLength(1);
+    const { rows } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE task = 'race'`);
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('retries a cancelled job with a fresh budget, keeping its history', async () => {
+    const { id } = await queue.enqueue('to-retry', {});
+    expect(await queue.cancel(id)).toMatchObject({ cancelled: true, previousState: 'available' });
+    expect(await queue.cancel(id)).toMatchObject({ cancelled: false, previousState: 'cancelled' });
+    expect(await queue.retry(id)).toEqual({ id, retried: true, previousState: 'cancelled' });
+    expect(await queue.getJob(id)).toMatchObject({ state: 'available', attempt: 0, failureKind: null, finishedAt: null });
+    await expect(queue.retry('00000000-0000-0000-0000-000000000000')).rejects.toThrow(/No job with id/);
+    await expect(queue.getJob('not-a-uuid')).rejects.toThrow(/is not a job id/);
+  });
+
   it('answers dedup per job in enqueueMany, duplicates within the batch included', async () => {
     const results = await queue.enqueueMany([
       { task: 'report', args: { n: 1 }, options: { dedup: { scope: 'r', period: 'hour' } } },

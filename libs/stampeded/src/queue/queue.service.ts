@@ -114,7 +114,7 @@ export class QueueService {
     this.assertUuid('retry()', id);
     const [row] = await this.db.query<{ was: JobState; now_state: JobState }>(RETRY, [id, options.queue ?? null]);
     if (!row) throw new InvalidJobError(JOB_NOT_FOUND(id));
-    return { id, retried: row.now_state === 'available' && row.was !== row.now_state || row.was === 'available', previousState: row.was };
+    return { id, retried: row.now_state === 'available', previousState: row.was };
   }
 
   /** Jobs per state, from the trigger-maintained counters (never count(*)). */
