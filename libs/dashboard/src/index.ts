@@ -20,3 +20,6 @@ export type {
 export { CSRF_COOKIE, CSRF_HEADER, CSRF_FIELD } from './dashboard.constants.js';
 export { StampededHealthIndicator, StampededHealthModule } from './health/stampeded.health.js';
 export type { StampededHealthOptions, StampededHealthResult } from './health/stampeded.health.js';
+export { StampededMetricsModule } from './metrics/metrics.module.js';
+export type { StampededMetricsOptions } from './metrics/metrics.module.js';
+export { StampededMetrics } from './metrics/stampeded-metrics.js';

@@ -1,0 +1,140 @@
+import type { Registry } from 'prom-client';
+import type { Subscription } from 'rxjs';
+import type { JobEvent, QueueService, StampededDatabase } from '@stampeded/nestjs';
+import { METRIC_COUNTS, METRIC_VERDICTS } from '../sql/metrics.sql.js';
+
+type PromClient = typeof import('prom-client');
+
+const VERDICTS = ['steady', 'rush', 'hold'] as const;
+
+/**
+ * Stampeded's Prometheus metrics in one registry: gauges read from the
+ * database at scrape time (jobs per queue and state, verdicts), counters and
+ * histograms fed by this process's job events (outcomes, failures by kind,
+ * durations, queue wait).
+ *
+ * The gauges are the whole install's, whichever process is scraped; the
+ * counters and histograms are this process's own, as Prometheus expects of a
+ * counter, and sum across the fleet in a query.
+ */
+export class StampededMetrics {
+  private subscription?: Subscription;
+  /**
+   * When each running attempt started, by job and attempt: the runtime's
+   * 'completed' event carries a duration and 'failed' does not, so a failed
+   * attempt is timed from its own 'active' event. Bounded by the jobs this
+   * process is running.
+   */
+  private readonly started = new Map<string, number>();
+  private readonly outcomes;
+  private readonly failures;
+  private readonly duration;
+  private readonly wait;
+
+  constructor(
+    client: PromClient,
+    readonly registry: Registry,
+    db: Pick<StampededDatabase, 'query'>,
+    prefix: string,
+  ) {
+    const registers = [registry];
+    new client.Gauge({
+      name: `${prefix}jobs`,
+      help: 'Jobs per queue and state, from the trigger-maintained counters.',
+      labelNames: ['queue', 'state'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const row of await db.query<{ queue: string; state: string; n: number }>(METRIC_COUNTS)) {
+          this.set({ queue: row.queue, state: row.state }, Number(row.n));
+        }
+      },
+    });
+    new client.Gauge({
+      name: `${prefix}queue_verdict`,
+      help: "1 for each queue's current verdict (steady, rush, hold), 0 for the others.",
+      labelNames: ['queue', 'verdict'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const row of await db.query<{ queue: string; verdict: string }>(METRIC_VERDICTS)) {
+          for (const verdict of VERDICTS) this.set({ queue: row.queue, verdict }, row.verdict === verdict ? 1 : 0);
+        }
+      },
+    });
+    this.outcomes = new client.Counter({
+      name: `${prefix}job_outcomes_total`,
+      help: 'Job outcomes recorded by this process: completed, retrying, discarded, cancelled, lost.',
+      labelNames: ['queue', 'task', 'outcome'],
+      registers,
+    });
+    this.failures = new client.Counter({
+      name: `${prefix}job_failures_total`,
+      help: 'Failed attempts recorded by this process, by failure kind.',
+      labelNames: ['queue', 'task', 'kind'],
+      registers,
+    });
+    this.duration = new client.Histogram({
+      name: `${prefix}job_duration_seconds`,
+      help: 'How long handlers ran, completed or failed.',
+      labelNames: ['queue', 'task'],
+      buckets: [0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30, 120, 600],
+      registers,
+    });
+    this.wait = new client.Histogram({
+      name: `${prefix}job_queue_wait_seconds`,
+      help: 'From when a job was due to when a worker claimed it.',
+      labelNames: ['queue', 'task'],
+      buckets: [0.01, 0.05, 0.25, 1, 5, 15, 60, 300, 1800],
+      registers,
+    });
+  }
+
+  /** Starts counting this process's job events. */
+  observe(queue: Pick<QueueService, 'events$'>): void {
+    this.subscription = queue.events$.subscribe((event) => this.record(event));
+  }
+
+  stop(): void {
+    this.subscription?.unsubscribe();
+  }
+
+  private observeDuration(attempt: string, labels: { queue: string; task: string }, durationMs: number | undefined): void {
+    const started = this.started.get(attempt);
+    this.started.delete(attempt);
+    const ms = durationMs ?? (started === undefined ? undefined : Date.now() - started);
+    if (ms !== undefined) this.duration.observe(labels, ms / 1000);
+  }
+
+  private record(event: JobEvent): void {
+    const labels = { queue: event.job.queue, task: event.job.task };
+    const attempt = `${event.job.id}:${event.job.attempt}`;
+    switch (event.type) {
+      case 'active': {
+        this.started.set(attempt, Date.now());
+        const due = new Date(event.job.scheduledAt).getTime();
+        const claimed = event.job.claimedAt ? new Date(event.job.claimedAt).getTime() : Date.now();
+        this.wait.observe(labels, Math.max(0, claimed - due) / 1000);
+        break;
+      }
+      case 'failed':
+        this.failures.inc({ ...labels, kind: event.failureKind ?? 'raised' });
+        this.observeDuration(attempt, labels, event.durationMs);
+        break;
+      case 'completed':
+        this.observeDuration(attempt, labels, event.durationMs);
+        this.outcomes.inc({ ...labels, outcome: event.type });
+        break;
+      case 'retrying':
+      case 'discarded':
+        this.outcomes.inc({ ...labels, outcome: event.type });
+        break;
+      case 'cancelled':
+      case 'lost':
+      case 'released':
+        this.started.delete(attempt);
+        if (event.type !== 'released') this.outcomes.inc({ ...labels, outcome: event.type });
+        break;
+    }
+  }
+}
