@@ -28,6 +28,7 @@ export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstr
   private timer?: NodeJS.Timeout;
   private ticking?: Promise<void>;
   private stopped = false;
+  private failing = false;
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -78,9 +79,15 @@ export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstr
   private tick(delayMs: number): void {
     this.timer = setTimeout(() => {
       this.ticking = this.schedules.fireDue().then(
-        () => undefined,
+        () => {
+          if (this.failing) this.logger.log('scheduler: firing schedules again');
+          this.failing = false;
+        },
         (err: unknown) => {
-          if (!this.stopped) this.logger.error(`scheduler tick failed: ${(err as Error)?.message ?? err}`);
+          // Once per outage, not once a second: a database that is down for
+          // a minute is one error in the log, and one recovery.
+          if (!this.stopped && !this.failing) this.logger.error(`scheduler: could not fire due schedules: ${(err as Error)?.message ?? err}`);
+          this.failing = true;
         },
       );
       void this.ticking.then(() => {
