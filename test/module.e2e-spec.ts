@@ -53,6 +53,22 @@ describe('StampededModule', () => {
     await app.close();
   });
 
+  it('builds one core however often it is imported: forRoot in the root, plain imports in features', async () => {
+    @Module({ imports: [StampededModule], providers: [Noop] })
+    class FeatureA {}
+    @Module({ imports: [StampededModule.forRoot({ connection: { url: db.url }, worker: { concurrency: 3, metadata: { app: 'one-core' } } })] })
+    class FeatureB {}
+    @Module({
+      imports: [StampededModule.forRoot({ connection: { url: db.url }, worker: { concurrency: 3, metadata: { app: 'one-core' } } }), FeatureA, FeatureB],
+    })
+    class AppModule {}
+    const app = await create(AppModule);
+    const { rows } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_workers WHERE metadata->>'app' = 'one-core'`);
+    expect(rows[0].n).toBe(1);
+    expect(app.get(QueueService)).toBe(app.select(FeatureA).get(QueueService));
+    await app.close();
+  });
+
   it('forRootAsync takes options from a factory with injected dependencies', async () => {
     @Injectable()
     class Config {

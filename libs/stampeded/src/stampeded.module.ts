@@ -1,7 +1,9 @@
 import { Global, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { STAMPEDED_OPTIONS } from './stampeded.constants.js';
-import { createDatabaseProvider } from './database/database.provider.js';
+import { createDatabaseProvider, STAMPEDED_DATA_SOURCE } from './database/database.provider.js';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
 import { TaskRegistry } from './explorer/task.registry.js';
 import { TaskExplorer } from './explorer/task.explorer.js';
 import { JobEvents } from './events/job-events.js';
@@ -73,34 +75,55 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   return options;
 }
 
+/** The options forRoot()/forRootAsync() were given, when they were used. */
+const STAMPEDED_EXPLICIT_OPTIONS = Symbol('STAMPEDED_EXPLICIT_OPTIONS');
+
+/**
+ * The one core of an app: every service, instantiated once however many
+ * modules import StampededModule, plain or through forRoot(). A static class
+ * is what makes it one: Nest keys dynamic modules by their metadata, so a
+ * plain import beside forRoot() would otherwise build a second core, with a
+ * second worker, on default options.
+ */
+@Global()
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    {
+      provide: STAMPEDED_OPTIONS,
+      inject: [{ token: STAMPEDED_EXPLICIT_OPTIONS, optional: true }],
+      useFactory: (explicit?: StampededModuleOptions) => explicit ?? {},
+    },
+    createDatabaseProvider(),
+    ...CORE_PROVIDERS,
+  ],
+  exports: [...CORE_EXPORTS, StampededDatabase],
+})
+export class StampededCoreModule {}
+
 /**
  * The queue. `imports: [StampededModule]` alone works with defaults (the
  * app's default TypeORM DataSource, schema public); `forRoot(options)` and
  * `forRootAsync(...)` configure it; `registerQueue(...)` adds per-queue
  * settings and a queue handle for @InjectQueue(name). Global: import it once.
  */
-@Global()
-@Module({
-  imports: [DiscoveryModule],
-  providers: [{ provide: STAMPEDED_OPTIONS, useValue: {} }, createDatabaseProvider(), ...CORE_PROVIDERS],
-  exports: [...CORE_EXPORTS, StampededDatabase],
-})
+@Module({ imports: [StampededCoreModule], exports: [StampededCoreModule] })
 export class StampededModule {
   static forRoot(options: StampededModuleOptions = {}): DynamicModule {
     validateModuleOptions(options);
-    return {
-      global: true,
-      module: StampededModule,
-      providers: [{ provide: STAMPEDED_OPTIONS, useValue: options }, createDatabaseProvider(options.dataSource)],
-    };
+    const providers = [{ provide: STAMPEDED_EXPLICIT_OPTIONS, useValue: options }, namedDataSourceProvider(options.dataSource)];
+    return { global: true, module: StampededModule, providers, exports: providers.map((p) => p.provide) };
   }
 
+  /** `dataSource` names the app's TypeORM DataSource here, as the factory runs too late to choose it. */
   static forRootAsync(options: StampededModuleAsyncOptions & { dataSource?: string }): DynamicModule {
+    const providers = [...asyncOptionsProviders(options), namedDataSourceProvider(options.dataSource)];
     return {
       global: true,
       module: StampededModule,
       imports: options.imports ?? [],
-      providers: [...asyncOptionsProviders(options), createDatabaseProvider(options.dataSource)],
+      providers,
+      exports: [STAMPEDED_EXPLICIT_OPTIONS, STAMPEDED_DATA_SOURCE],
     };
   }
 
@@ -118,6 +141,15 @@ export class StampededModule {
   }
 }
 
+/** The DataSource forRoot() names, resolved by DI so that it is ready before the core's pool is built. */
+function namedDataSourceProvider(name: string | undefined) {
+  return {
+    provide: STAMPEDED_DATA_SOURCE,
+    inject: [{ token: getDataSourceToken(name), optional: true }],
+    useFactory: (dataSource?: DataSource) => dataSource ?? null,
+  };
+}
+
 /** Holds the queue handles of registerQueue(); the core lives in the global StampededModule. */
 @Module({})
 export class StampededQueueModule {}
@@ -126,7 +158,7 @@ function asyncOptionsProviders(options: StampededModuleAsyncOptions): Provider[]
   if (options.useFactory) {
     return [
       {
-        provide: STAMPEDED_OPTIONS,
+        provide: STAMPEDED_EXPLICIT_OPTIONS,
         inject: options.inject ?? [],
         useFactory: async (...args: unknown[]) => validateModuleOptions(await options.useFactory!(...args)),
       },
@@ -137,7 +169,7 @@ function asyncOptionsProviders(options: StampededModuleAsyncOptions): Provider[]
   return [
     ...(options.useClass ? [{ provide: options.useClass, useClass: options.useClass }] : []),
     {
-      provide: STAMPEDED_OPTIONS,
+      provide: STAMPEDED_EXPLICIT_OPTIONS,
       inject: [factoryClass],
       useFactory: async (factory: StampededOptionsFactory) => validateModuleOptions(await factory.createStampededOptions()),
     },

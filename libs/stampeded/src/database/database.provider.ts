@@ -31,11 +31,19 @@ function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource 
  * the one named) or from `connection`, and checks -- or with migrations:
  * 'auto', brings -- the schema up to date before anything else runs.
  */
-export function createDatabaseProvider(dataSourceName?: string): Provider {
+/** The DataSource that forRoot({ dataSource }) named; absent for a plain import. */
+export const STAMPEDED_DATA_SOURCE = Symbol('STAMPEDED_DATA_SOURCE');
+
+export function createDatabaseProvider(): Provider {
   return {
     provide: StampededDatabase,
-    inject: [STAMPEDED_OPTIONS, { token: getDataSourceToken(dataSourceName), optional: true }],
-    useFactory: async (options: StampededModuleOptions, dataSource?: DataSource) => {
+    inject: [
+      STAMPEDED_OPTIONS,
+      { token: STAMPEDED_DATA_SOURCE, optional: true },
+      { token: getDataSourceToken(), optional: true },
+    ],
+    useFactory: async (options: StampededModuleOptions, named?: DataSource | null, fallback?: DataSource) => {
+      const dataSource = options.dataSource ? (named ?? undefined) : (named ?? fallback);
       const schema = options.schema ?? 'public';
       const config: PoolConfig = {
         ...poolConfigFrom(options, dataSource),
