@@ -270,6 +270,12 @@ describe('dashboard', () => {
       expect((await post(`/stampeded/api/jobs/${jobs[2].id}/explode`)).status).toBe(404);
     });
 
+    it('offers a redrive button on a dead-letter queue listing', async () => {
+      const html = await (await get('/stampeded/jobs?queue=work-dead')).text();
+      expect(html).toContain('action="/stampeded/actions/dlq/work-dead/redrive"');
+      expect(await (await get('/stampeded/jobs?queue=mail')).text()).not.toContain('/actions/dlq/');
+    });
+
     it('redrives a dead-letter queue, with a dry run first', async () => {
       const dry = await (await post('/stampeded/api/dlq/work-dead/redrive', { dryRun: true })).json();
       expect(dry).toMatchObject({ dryRun: true, moved: 3, bySource: [{ sourceQueue: 'work', task: 'sync-order', jobs: 3 }] });

@@ -109,6 +109,13 @@ export class DashboardPagesController {
     return this.back(body);
   }
 
+  @Post('actions/dlq/:queue/redrive')
+  @Redirect()
+  async redrive(@Param('queue') queue: string, @Body() body: Record<string, unknown>) {
+    await this.inspector.redrive(queue, { task: typeof body?.task === 'string' && body.task ? body.task : undefined });
+    return this.back(body);
+  }
+
   private context(request: DashboardRequest, response: ServerResponse): PageContext {
     return { base: this.options.path, csrf: ensureCsrfCookie(request, response, this.options.path), readOnly: this.options.readOnly };
   }

@@ -45,7 +45,13 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
   const { after: _after, ...rest } = filters;
   const next = page.next ? `<p><a rel="next" href="${esc(`${ctx.base}/jobs${query({ ...rest, after: page.next })}`)}">Next page →</a></p>` : '';
   const first = filters.after ? `<p><a href="${esc(`${ctx.base}/jobs${query(rest)}`)}">← First page</a></p>` : '';
-  return layout(ctx, '/jobs', 'Jobs', `${form}${table(['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'], rows, 'no jobs match')}${first}${next}`);
+  // A dead-letter queue's listing offers to put its copies back on their
+  // source queues (narrowed to the task filter, when there is one).
+  const redrive =
+    filters.queue && page.jobs.some((j) => j.source_queue)
+      ? `<p>${actionButton(ctx, `/actions/dlq/${encodeURIComponent(filters.queue)}/redrive`, `Redrive ${filters.task ? `${filters.task} jobs` : 'all dead letters'} back to their source queues`, `${ctx.base}/jobs${query(rest)}`, filters.task ? { task: filters.task } : {})}</p>`
+      : '';
+  return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${table(['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'], rows, 'no jobs match')}${first}${next}`);
 }
 
 export function jobPage(ctx: PageContext, job: Record<string, any>): string {
