@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { LATEST_VERSION, MIGRATION_FILES, QueueService, StampededConfigError, migrate, stampededMigrations } from '@stampeded/nestjs';
+import { MIGRATION_FILES, QueueService, StampededConfigError, migrate, stampededMigrations } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase } from './support/test-app.js';
 import { startPostgres17 } from './support/older-postgres.js';
@@ -38,7 +38,7 @@ describe('migrations', () => {
     const dataSource = new DataSource({ type: 'postgres', url: db.url, migrations: stampededMigrations(), migrationsTableName: 'app_migrations' });
     await dataSource.initialize();
     const ran = await dataSource.runMigrations();
-    expect(ran).toHaveLength(LATEST_VERSION);
+    expect(ran).toHaveLength(MIGRATION_FILES.length);
     expect(ran[0].name).toMatch(/^StampededSeed\d{13}$/);
     await dataSource.destroy();
 
@@ -49,7 +49,7 @@ describe('migrations', () => {
     const sql = await sqlClient(db.url);
     try {
       const { rows } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_schema_migrations`);
-      expect(rows[0].n).toBe(LATEST_VERSION);
+      expect(rows[0].n).toBe(MIGRATION_FILES.length);
     } finally {
       await sql.end();
     }

@@ -10,6 +10,11 @@ export { JobEvents } from './events/job-events.js';
 export { WorkerOrchestrator } from './worker/worker.orchestrator.js';
 export { MaintenanceService } from './maintenance/maintenance.service.js';
 export { MAINTENANCE_DEFAULTS } from './maintenance/maintenance.config.js';
+export { FlowService } from './flow/flow.service.js';
+export { FLOW_DEFAULTS } from './flow/flow.config.js';
+export { decideVerdict, QUEUE_POLICY_TREE } from './flow/queue-policy.tree.js';
+export type { BehaviourNode, Decision, QueueFacts, Verdict } from './flow/queue-policy.tree.js';
+export type * from './interfaces/flow.interface.js';
 export { SchedulesService } from './scheduler/schedules.service.js';
 export type { ScheduleOccurrence } from './scheduler/schedules.service.js';
 export { SCHEDULES_DEFAULTS } from './scheduler/schedules.config.js';
@@ -34,6 +39,7 @@ export {
   UnrecoverableError,
   RetryAfterError,
   CheckpointError,
+  BreakerOpenError,
 } from './errors/stampeded.errors.js';
 export { DEFAULT_QUEUE, RUNTIME_META_KEY, LIMITS, SCHEMA_DEFAULTS } from './stampeded.constants.js';
 export type * from './interfaces/stampeded-options.interface.js';

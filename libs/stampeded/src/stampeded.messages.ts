@@ -65,3 +65,18 @@ export const INVALID_SCHEDULES_OPTION = (option: string, problem: string) =>
 
 export const SCHEDULE_NOT_FOUND = (key: string) =>
   `No schedule with key "${key}". List the schedules with SchedulesService.list(), or create it with upsert().`;
+
+export const INVALID_FLOW_OPTION = (option: string, problem: string) =>
+  `StampededModule.forRoot(): flow.${option} ${problem}.`;
+
+export const BREAKER_IS_OPEN = (destination: string, waitMs: number, reason: string | null) =>
+  `circuit breaker for destination "${destination}" is open${reason ? ` (${reason})` : ''}; ` +
+  `the job was not run and is deferred ${Math.round(waitMs)} ms, to the end of the cooldown. Its attempt is refunded.`;
+
+export const TENANT_OVER_SHARE = (tenant: string, running: number, share: number) =>
+  `tenant "${tenant}" already has ${running} job(s) running, its share is ${share} while other tenants wait; ` +
+  `the job was given back and runs when the tenant is under its share. Its attempt is refunded.`;
+
+export const QUEUE_NAME_REQUIRED = (what: string) => `${what}: give the queue's name, a non-empty string.`;
+
+export const DESTINATION_REQUIRED = (what: string) => `${what}: give the destination, a non-empty string.`;

@@ -16,6 +16,8 @@ import { resolveMaintenanceConfig } from './maintenance/maintenance.config.js';
 import { SchedulesService } from './scheduler/schedules.service.js';
 import { SchedulerOrchestrator } from './scheduler/scheduler.orchestrator.js';
 import { resolveSchedulesConfig } from './scheduler/schedules.config.js';
+import { FlowService } from './flow/flow.service.js';
+import { resolveFlowConfig } from './flow/flow.config.js';
 import { StampededDatabase } from './database/stampeded-database.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
@@ -28,13 +30,13 @@ import type {
 
 const CORE_PROVIDERS: Provider[] = [
   TaskRegistry, TaskExplorer, JobEvents, QueueRegistry, QueueService, WorkerOrchestrator,
-  MaintenanceService, SchedulesService, SchedulerOrchestrator,
+  MaintenanceService, SchedulesService, SchedulerOrchestrator, FlowService,
 ];
 const CORE_EXPORTS = [
-  QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, STAMPEDED_OPTIONS,
+  QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, FlowService, STAMPEDED_OPTIONS,
 ];
 
-const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock'];
+const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock', 'flow'];
 const WORKER_OPTION_NAMES = [
   'enabled', 'concurrency', 'queues', 'pollIntervalMs', 'shutdownTimeoutMs', 'heartbeatIntervalMs',
   'prefetch', 'claimBatchSize', 'completionBatchSize', 'metadata',
@@ -69,6 +71,7 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   }
   resolveMaintenanceConfig(options.maintenance, options.worker?.heartbeatIntervalMs);
   resolveSchedulesConfig(options.schedules);
+  resolveFlowConfig(options.flow);
   if (options.clock !== undefined && typeof options.clock?.now !== 'function') {
     throw new StampededConfigError(`${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof options.clock}.`);
   }

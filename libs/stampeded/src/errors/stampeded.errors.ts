@@ -31,3 +31,27 @@ export class RetryAfterError extends Error {
 export class CheckpointError extends Error {
   override name = 'CheckpointError';
 }
+
+/**
+ * Thrown by a handler whose job has a destination that said to back off (an
+ * HTTP 429, or a 503 with Retry-After): the destination's breaker opens for
+ * the whole fleet for `cooldownMs`, and this job -- like every job for it
+ * meanwhile -- is deferred to the cooldown's end with its attempt refunded.
+ */
+export class BreakerOpenError extends Error {
+  override name = 'BreakerOpenError';
+  constructor(
+    readonly cooldownMs: number,
+    message = `destination asked to back off for ${cooldownMs} ms`,
+  ) {
+    super(message);
+  }
+
+  /** From a Retry-After header: seconds, or an HTTP date. */
+  static fromRetryAfter(header: string | null | undefined, fallbackMs = 30_000, message?: string): BreakerOpenError {
+    const seconds = Number(header);
+    let ms = Number.isFinite(seconds) && header?.trim() ? seconds * 1000 : header ? Date.parse(header) - Date.now() : NaN;
+    if (!Number.isFinite(ms) || ms <= 0) ms = fallbackMs;
+    return new BreakerOpenError(Math.round(ms), message);
+  }
+}

@@ -78,7 +78,7 @@ export interface MaintenanceHealth {
   brokenPartitions: string[];
 }
 
-export type MaintenanceTaskName = 'reaper' | 'expirer' | 'pruner' | 'partitions' | 'health' | 'reindexer';
+export type MaintenanceTaskName = 'reaper' | 'expirer' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner';
 
 /** What the maintenance service raises: tests and dashboards wait on these rather than on time. */
 export type MaintenanceEvent =

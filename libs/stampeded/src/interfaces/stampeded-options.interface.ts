@@ -4,6 +4,7 @@ import type { JobOptions } from './job-options.interface.js';
 import type { MaintenanceOptions } from './maintenance.interface.js';
 import type { SchedulesOptions } from './schedule.interface.js';
 import type { StampededClock } from './clock.interface.js';
+import type { FlowOptions, QueuePolicy } from './flow.interface.js';
 
 export interface WorkerOptions {
   /** Run jobs in this process. `false` for API-only processes: they still enqueue. Default true. */
@@ -59,6 +60,8 @@ export interface StampededModuleOptions {
   schedules?: SchedulesOptions;
   /** Where the scheduler reads the time. Default: the database's clock. Tests pass a TestClock. */
   clock?: StampededClock;
+  /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See docs/flow-control.md. */
+  flow?: FlowOptions;
 }
 
 export interface StampededModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
@@ -80,4 +83,6 @@ export interface RegisterQueueOptions {
   concurrency?: number;
   /** Defaults for every job enqueued on this queue. */
   defaultJobOptions?: JobOptions;
+  /** Fleet-wide policy (max_running, max_wait_secs), written at bootstrap; FlowService.setPolicy() changes it at run time. */
+  policy?: QueuePolicy;
 }

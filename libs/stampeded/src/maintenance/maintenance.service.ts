@@ -14,6 +14,8 @@ import { JobPruner } from './job-pruner.js';
 import { PartitionRepairer } from './partition-repairer.js';
 import { Reindexer } from './reindexer.js';
 import { takeHealthSnapshot } from './health-reporter.js';
+import { QueuePlanner } from '../flow/queue-planner.js';
+import { resolveFlowConfig } from '../flow/flow.config.js';
 
 /**
  * The fleet's upkeep. Every process with maintenance enabled stands for
@@ -61,6 +63,8 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
         },
       },
       ...(this.config.reindex ? [new Reindexer(db, this.config)] : []),
+      // Flow control's planner: the queues' verdicts, every few seconds.
+      new QueuePlanner(db, resolveFlowConfig(options.flow)),
     ];
   }
 

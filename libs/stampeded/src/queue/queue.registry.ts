@@ -5,8 +5,9 @@ import { validateJobOptions, validateQueueName } from './job-input.validator.js'
 import { CREATE_QUEUE, PARTITION_NAME, PARTITION_OWNER } from '../sql/queues.sql.js';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { RegisterQueueOptions } from '../interfaces/stampeded-options.interface.js';
+import { validateQueuePolicy } from '../flow/flow.config.js';
 
-const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions'];
+const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions', 'policy'];
 
 /** The queues registered with StampededModule.registerQueue(), provisioned at bootstrap. */
 @Injectable()
@@ -22,6 +23,7 @@ export class QueueRegistry {
       throw new StampededConfigError(`${where}: concurrency must be a whole number of 1 or more, got ${options.concurrency}.`);
     }
     validateJobOptions(`${where} defaultJobOptions`, options.defaultJobOptions);
+    validateQueuePolicy(where, options.policy);
     if (options.defaultJobOptions?.queue !== undefined && options.defaultJobOptions.queue !== options.name) {
       throw new StampededConfigError(`${where}: defaultJobOptions.queue must be the queue itself or unset.`);
     }

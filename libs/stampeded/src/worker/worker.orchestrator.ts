@@ -12,6 +12,8 @@ import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { JobEvents } from '../events/job-events.js';
 import { ProcessTaskRunner } from '../isolation/process-task.runner.js';
+import { FlowService } from '../flow/flow.service.js';
+import type { FlowGate } from '../flow/flow-gate.js';
 import { NotificationListener } from './notification-listener.js';
 import { WorkerRegistration } from './worker-registration.js';
 import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
@@ -58,6 +60,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     private readonly queues: QueueRegistry,
     private readonly events: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+    private readonly flow: FlowService,
   ) {}
 
   /** The queues this process claims from. */
@@ -79,7 +82,9 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     if (queues.length === 0) return;
 
     this.registration = await WorkerRegistration.register(this.db, queues, options.metadata ?? {});
-    this.worker = this.createWorker(this.registration.workerId, queues);
+    // Read before the first claim, so that a paused queue is never claimed from.
+    const gate = await this.flow.gateFor(this.registration.workerId, queues, options.concurrency ?? 10);
+    this.worker = this.createWorker(this.registration.workerId, queues, gate);
     this.listener = new NotificationListener(this.db, {
       onInsert: (queue) => this.worker?.wake(queue),
       onCancel: (jobId) => this.worker?.cancelled(jobId),
@@ -93,7 +98,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     );
   }
 
-  private createWorker(workerId: string, queues: string[]): Worker {
+  private createWorker(workerId: string, queues: string[], flow?: FlowGate): Worker {
     const options = this.options.worker ?? {};
     const concurrency = options.concurrency ?? 10;
     const config: WorkerConfig = {
@@ -110,6 +115,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
           .map((name) => [name, this.queues.get(name)?.concurrency] as const)
           .filter((e): e is readonly [string, number] => e[1] !== undefined),
       ),
+      flow,
     };
     return new Worker(this.db, this.tasks, this.events, config, this.processRunner);
   }

@@ -11,6 +11,8 @@ import { retryDelayMs } from './backoff.js';
 import { createJobContext } from './job-context.js';
 import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
+import type { FlowGate } from '../flow/flow-gate.js';
+import { CLAIM_FAIR } from '../sql/flow.sql.js';
 
 export interface WorkerConfig {
   workerId: string;
@@ -23,6 +25,8 @@ export interface WorkerConfig {
   pollIntervalMs: number;
   /** Per-queue caps from registerQueue({ concurrency }). */
   queueConcurrency: Map<string, number>;
+  /** Flow control (flow/): verdicts, breakers and tenant shares, shared by the fleet. */
+  flow?: FlowGate;
 }
 
 /** How a job run ended, as far as this worker knows. */
@@ -159,11 +163,17 @@ export class Worker {
 
   private queueRoom(queue: string): number {
     const cap = this.config.queueConcurrency.get(queue);
-    if (cap === undefined) return Infinity;
+    // A paused queue has no room; a max_running queue has what the planner left free.
+    const flowRoom = this.config.flow ? this.config.flow.room(queue, () => this.inFlight(queue)) : Infinity;
+    if (cap === undefined) return flowRoom;
+    return Math.min(flowRoom, cap - this.inFlight(queue));
+  }
+
+  private inFlight(queue: string): number {
     let used = 0;
     for (const r of this.running.values()) if (r.job.queue === queue) used++;
     for (const j of this.buffer) if (j.queue === queue) used++;
-    return cap - used;
+    return used;
   }
 
   private async fetchLoop(): Promise<void> {
@@ -202,6 +212,9 @@ export class Worker {
   private pickQueue(): string | undefined {
     if (this.room() <= 0) return undefined;
     const queues = this.config.queues;
+    // A queue whose head waited past max_wait_secs is claimed from first, until it runs dry.
+    const rushed = this.config.flow?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.queueRoom(q) > 0);
+    if (rushed !== undefined) return rushed;
     for (let i = 0; i < queues.length; i++) {
       const queue = queues[(this.nextQueue + i) % queues.length];
       if (this.emptyQueues.has(queue) || this.queueRoom(queue) <= 0) continue;
@@ -214,8 +227,14 @@ export class Worker {
   async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
     if (limit <= 0) return [];
     const workerId = this.config.workerId;
-    const rows = await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
-    return rows.map((row) => toClaimedJob(row, workerId));
+    // Tenants at their share in this worker are passed over while others wait.
+    const skip = this.config.flow?.skipTenants();
+    const rows = skip?.length
+      ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, skip])
+      : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
+    const jobs = rows.map((row) => toClaimedJob(row, workerId));
+    this.config.flow?.claimed(jobs);
+    return jobs;
   }
 
   private startBuffered(): void {
@@ -281,6 +300,15 @@ export class Worker {
         retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs),
       });
     }
+    // Flow control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
+    const refusal = this.config.flow?.admit(job);
+    if (refusal) {
+      const failure = await refusal;
+      if (failure) {
+        this.settle(entry);
+        return this.recordFailure(job, failure);
+      }
+    }
     this.armDeadline(entry, job.heartbeatAt ? new Date(job.heartbeatAt).getTime() : Date.now());
     const ctx = createJobContext(this.db, this.config.workerId, job, () => this.signalOf(entry), {
       onAlive: () => this.armDeadline(entry, Date.now()),
@@ -293,7 +321,8 @@ export class Worker {
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       this.settle(entry);
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
-      return this.recordFailure(job, this.classify(job, err));
+      const failure = this.classify(job, err);
+      return this.recordFailure(job, this.config.flow ? await this.config.flow.failed(job, err, failure) : failure);
     }
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
@@ -302,6 +331,7 @@ export class Worker {
       return false;
     });
     this.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
+    if (owned) this.config.flow?.completed(job);
     return owned ? 'completed' : 'lost';
   }
 
@@ -365,6 +395,7 @@ export class Worker {
     if (entry.settled) return;
     entry.settled = true;
     this.running.delete(entry.job.id);
+    this.config.flow?.settled(entry.job);
     if (this.running.size === 0 && this.sweepTimer) {
       clearInterval(this.sweepTimer);
       this.sweepTimer = undefined;

@@ -1,0 +1,339 @@
+import { Logger } from '@nestjs/common';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { Job } from '../interfaces/job.interface.js';
+import type { BreakerState } from '../interfaces/flow.interface.js';
+import type { FailureRecord } from '../worker/outcome-recorder.js';
+import { BreakerOpenError, UnrecoverableError } from '../errors/stampeded.errors.js';
+import { BREAKER_IS_OPEN, TENANT_OVER_SHARE } from '../stampeded.messages.js';
+import {
+  BREAKER_FAILURE,
+  BREAKER_PROBE,
+  BREAKER_SUCCESS,
+  BREAKER_TRIP,
+  READ_BREAKERS,
+  READ_TENANTS,
+  READ_VERDICTS,
+} from '../sql/flow.sql.js';
+import { breakerConfigFor, type FlowConfig } from './flow.config.js';
+
+interface QueueView {
+  verdict: 'steady' | 'rush' | 'hold';
+  paused: boolean;
+  maxRunning: number | null;
+  /** Claimed plus executing across the fleet when the planner decided. */
+  running: number | null;
+  /** Live workers that claim from the queue: the free room is split between them. */
+  workers: number;
+  /** This worker's jobs of the queue when it first looked after the decision. */
+  baseline?: number;
+}
+
+interface BreakerView {
+  state: BreakerState;
+  failures: number;
+  /** Local epoch ms at which an open breaker's cooldown ends. */
+  openUntil: number;
+  reason: string | null;
+}
+
+interface TenantView {
+  fleetRunning: number;
+  waiting: boolean;
+  /** This worker's running jobs of the tenant when the fleet was counted. */
+  mineAtRead: number;
+}
+
+/** A little spread, so that a fleet's deferred jobs do not all come due in the same millisecond. */
+const jitter = (ms: number) => Math.round(ms * (1 + Math.random() * 0.2));
+
+/**
+ * One worker's view of flow control, refreshed from the database every
+ * refreshInterval: which of its queues are held or rushed and how much room a
+ * capped queue has, which destinations' breakers are not closed, and how many
+ * jobs each tenant runs across the fleet. The worker asks it, synchronously
+ * on the hot path, where to claim and whether to run a job; only a breaker's
+ * probe and breaker bookkeeping go to the database.
+ */
+export class FlowGate {
+  private readonly logger = new Logger('Stampeded');
+  private queues = new Map<string, QueueView>();
+  private breakers = new Map<string, BreakerView>();
+  private tenants = new Map<string, TenantView>();
+  /** Per tenant, this worker's claimed-but-not-finished jobs, and the running ones among them. */
+  private readonly claimedByTenant = new Map<string, number>();
+  private readonly runningByTenant = new Map<string, number>();
+  private readonly admitted = new Set<string>();
+  private readonly claimedIds = new Set<string>();
+  private readonly probes = new Set<string>();
+  private timer?: NodeJS.Timeout;
+  private refreshing?: Promise<void>;
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly config: FlowConfig,
+    private readonly workerId: string,
+    private readonly workedQueues: string[],
+    private readonly concurrency: number,
+  ) {}
+
+  /** Reads the fleet's state once before the worker claims anything (a paused queue stays paused from the first claim), then keeps reading. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.timer = setInterval(() => void this.refresh(), this.config.refreshIntervalMs);
+    this.timer.unref?.();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.refreshing;
+  }
+
+  refresh(): Promise<void> {
+    this.refreshing ??= this.read().finally(() => (this.refreshing = undefined));
+    return this.refreshing;
+  }
+
+  private async read(): Promise<void> {
+    try {
+      const [verdicts, breakers, tenants] = await Promise.all([
+        this.db.query(READ_VERDICTS, [this.workedQueues, this.config.freshnessMs]),
+        this.db.query(READ_BREAKERS),
+        this.config.fairness ? this.db.query(READ_TENANTS, [this.workedQueues]) : Promise.resolve([]),
+      ]);
+      const queues = new Map<string, QueueView>();
+      for (const r of verdicts) {
+        // A verdict older than the freshness window is steady, so a dead
+        // planner degrades to round robin; an operator's pause is not the
+        // planner's to lose, and holds however old it is.
+        const fresh = r.fresh === true;
+        queues.set(r.queue, {
+          verdict: r.paused ? 'hold' : fresh ? r.verdict : 'steady',
+          paused: r.paused === true,
+          maxRunning: fresh ? r.max_running : null,
+          running: fresh ? r.running : null,
+          workers: Math.max(1, Number(r.workers ?? 1)),
+        });
+      }
+      this.queues = queues;
+      const now = Date.now();
+      this.breakers = new Map(
+        breakers.map((r) => [r.destination, { state: r.state, failures: r.failures, openUntil: now + Number(r.open_ms), reason: null }]),
+      );
+      this.tenants = new Map(
+        tenants.map((r) => [r.tenant_id, { fleetRunning: r.running, waiting: r.waiting, mineAtRead: this.runningByTenant.get(r.tenant_id) ?? 0 }]),
+      );
+    } catch (err) {
+      // Keep the last view: a database blip must not un-pause a queue or close a breaker.
+      this.logger.warn(`flow control could not read the fleet's state (${(err as Error).message}); keeping the last view`);
+    }
+  }
+
+  // ---- where to claim ----
+
+  /** The worker's queues whose verdict is rush, to be claimed from first. */
+  rushed(queues: string[]): string[] {
+    if (this.queues.size === 0) return [];
+    return queues.filter((q) => this.queues.get(q)?.verdict === 'rush');
+  }
+
+  /**
+   * How many more jobs of the queue this worker may hold. 0 while paused.
+   * With max_running, the room the planner saw free is split between the
+   * queue's live workers, on top of what this worker already held then -- so
+   * a worker reuses its own finished slots at once, and the fleet stays near
+   * the cap between planner ticks.
+   */
+  room(queue: string, inFlight: () => number): number {
+    const view = this.queues.get(queue);
+    if (!view) return Infinity;
+    if (view.paused) return 0;
+    if (view.maxRunning === null || view.running === null) return view.verdict === 'hold' ? 0 : Infinity;
+    const mine = inFlight();
+    view.baseline ??= mine;
+    const share = Math.ceil(Math.max(0, view.maxRunning - view.running) / view.workers);
+    return Math.max(0, view.baseline + share - mine);
+  }
+
+  /** Tenants this worker holds its share of, while others wait: the claim passes over their jobs. */
+  skipTenants(): string[] {
+    if (!this.config.fairness || this.claimedByTenant.size === 0) return [];
+    const skip: string[] = [];
+    for (const [tenant, claimed] of this.claimedByTenant) {
+      if (this.othersWaiting(tenant) && claimed >= this.share(tenant)) skip.push(tenant);
+    }
+    return skip;
+  }
+
+  claimed(jobs: Job[]): void {
+    if (!this.config.fairness) return;
+    for (const job of jobs) {
+      if (job.tenantId === null) continue;
+      this.claimedIds.add(job.id);
+      this.claimedByTenant.set(job.tenantId, (this.claimedByTenant.get(job.tenantId) ?? 0) + 1);
+    }
+  }
+
+  // ---- whether to run ----
+
+  /**
+   * Undefined to run the job; otherwise why not, as a failure that refunds
+   * the attempt (throttled, breaker_open). Synchronous unless a breaker's
+   * cooldown has ended and the probe must be asked for.
+   */
+  admit(job: Job): FailureRecord | Promise<FailureRecord | undefined> | undefined {
+    if (job.tenantId !== null && this.config.fairness) {
+      const refusal = this.overShare(job.tenantId);
+      if (refusal) return refusal;
+    }
+    if (job.destination !== null) {
+      const breaker = this.breakers.get(job.destination);
+      if (breaker && breaker.state !== 'closed') {
+        const waitMs = breaker.openUntil - Date.now();
+        if (breaker.state === 'open' && waitMs > 0) return this.deferForBreaker(job.destination, waitMs, breaker.reason);
+        return this.askForProbe(job).then((failure) => failure ?? this.markRunning(job));
+      }
+    }
+    return this.markRunning(job);
+  }
+
+  private markRunning(job: Job): undefined {
+    if (job.tenantId !== null && this.config.fairness) {
+      this.admitted.add(job.id);
+      this.runningByTenant.set(job.tenantId, (this.runningByTenant.get(job.tenantId) ?? 0) + 1);
+    }
+    return undefined;
+  }
+
+  private othersWaiting(tenant: string): boolean {
+    for (const [other, view] of this.tenants) if (other !== tenant && view.waiting) return true;
+    return false;
+  }
+
+  /** This worker's slots for the tenant: its weight over the weights of the tenants with work. */
+  private share(tenant: string): number {
+    const fairness = this.config.fairness!;
+    const weight = (t: string) => fairness.weights.get(t) ?? 1;
+    const active = new Set<string>([tenant]);
+    for (const [t, view] of this.tenants) if (view.waiting || view.fleetRunning > 0) active.add(t);
+    for (const [t, n] of this.runningByTenant) if (n > 0) active.add(t);
+    let total = 0;
+    for (const t of active) total += weight(t);
+    return Math.max(1, Math.floor((this.concurrency * weight(tenant)) / total));
+  }
+
+  private overShare(tenant: string): FailureRecord | undefined {
+    const fairness = this.config.fairness!;
+    const mine = this.runningByTenant.get(tenant) ?? 0;
+    const view = this.tenants.get(tenant);
+    const cap = fairness.maxRunning.get(tenant) ?? fairness.defaultMaxRunning;
+    if (cap !== Infinity) {
+      const others = view ? Math.max(0, view.fleetRunning - view.mineAtRead) : 0;
+      if (others + mine >= cap) return this.throttle(tenant, others + mine, cap);
+    }
+    if (!this.othersWaiting(tenant)) return undefined;
+    const share = this.share(tenant);
+    return mine >= share ? this.throttle(tenant, mine, share) : undefined;
+  }
+
+  private throttle(tenant: string, running: number, share: number): FailureRecord {
+    return { kind: 'throttled', error: TENANT_OVER_SHARE(tenant, running, share), retryDelayMs: jitter(this.config.fairness!.retryDelayMs) };
+  }
+
+  private deferForBreaker(destination: string, waitMs: number, reason: string | null): FailureRecord {
+    return { kind: 'breaker_open', error: BREAKER_IS_OPEN(destination, waitMs, reason), retryDelayMs: jitter(Math.max(1, waitMs)) };
+  }
+
+  /** The cooldown is over: one job in the fleet runs as the probe, the rest wait a little longer. */
+  private async askForProbe(job: Job): Promise<FailureRecord | undefined> {
+    const destination = job.destination!;
+    const cooldownMs = breakerConfigFor(this.config, destination).cooldownMs;
+    try {
+      const [row] = await this.db.query(BREAKER_PROBE, [destination, this.workerId, cooldownMs]);
+      if (row.verdict === 'probe') {
+        this.probes.add(job.id);
+        return undefined;
+      }
+      if (row.verdict === 'closed') {
+        this.breakers.delete(destination);
+        return undefined;
+      }
+      const waitMs = row.verdict === 'open' ? Number(row.wait_ms) : Math.min(Number(row.wait_ms), Math.max(250, cooldownMs / 4));
+      this.breakers.set(destination, { state: row.verdict, failures: 0, openUntil: Date.now() + Number(row.wait_ms), reason: null });
+      return this.deferForBreaker(destination, Math.max(250, waitMs), null);
+    } catch (err) {
+      this.logger.warn(`could not ask for the probe of destination "${destination}" (${(err as Error).message}); deferring its job`);
+      return this.deferForBreaker(destination, cooldownMs, null);
+    }
+  }
+
+  // ---- what happened ----
+
+  /** A job left this worker's hands: finished, refused or given back. */
+  settled(job: Job): void {
+    if (job.tenantId === null || !this.config.fairness) return;
+    if (this.claimedIds.delete(job.id)) decrement(this.claimedByTenant, job.tenantId);
+    if (this.admitted.delete(job.id)) decrement(this.runningByTenant, job.tenantId);
+  }
+
+  /** A handler threw. Returns the failure to record: a breaker's doing is deferred, not failed. */
+  async failed(job: Job, err: unknown, failure: FailureRecord): Promise<FailureRecord> {
+    const destination = job.destination;
+    const probe = this.probes.delete(job.id);
+    if (err instanceof BreakerOpenError) {
+      if (!destination) return { kind: 'raised', error: failure.error, retryDelayMs: Math.max(0, err.cooldownMs) };
+      try {
+        await this.db.query(BREAKER_TRIP, [destination, Math.max(1, Math.round(err.cooldownMs)), 'handler', err.message]);
+        this.breakers.set(destination, { state: 'open', failures: 0, openUntil: Date.now() + err.cooldownMs, reason: err.message });
+      } catch (tripErr) {
+        this.logger.warn(`could not open the breaker of destination "${destination}" (${(tripErr as Error).message})`);
+      }
+      return { kind: 'breaker_open', error: failure.error, retryDelayMs: jitter(Math.max(1, err.cooldownMs)) };
+    }
+    if (!destination || err instanceof UnrecoverableError) return failure;
+    const breaker = breakerConfigFor(this.config, destination);
+    if (!breaker.enabled) return failure;
+    try {
+      const [row] = await this.db.query(BREAKER_FAILURE, [
+        destination, breaker.threshold, breaker.windowMs, breaker.cooldownMs, firstLine(failure.error), probe,
+      ]);
+      const openMs = Number(row.open_ms);
+      this.breakers.set(destination, {
+        state: row.state, failures: row.state === 'closed' ? 1 : 0, openUntil: Date.now() + openMs, reason: firstLine(failure.error),
+      });
+      if (row.state === 'open' && !probe && row.was_open) {
+        // The breaker opened while this job ran, on other jobs' evidence:
+        // this failure is the destination's, not the job's.
+        return { kind: 'breaker_open', error: failure.error, retryDelayMs: jitter(Math.max(1, openMs)) };
+      }
+    } catch (breakerErr) {
+      this.logger.warn(`could not count a failure of destination "${destination}" (${(breakerErr as Error).message})`);
+    }
+    return failure;
+  }
+
+  /** A job completed: a probe's success closes its breaker; any success clears the count of recent failures. */
+  completed(job: Job): void {
+    const destination = job.destination;
+    if (!destination) return;
+    const probe = this.probes.delete(job.id);
+    const breaker = this.breakers.get(destination);
+    if (!probe && (!breaker || (breaker.state === 'closed' && breaker.failures === 0))) return;
+    this.db
+      .query(BREAKER_SUCCESS, [destination, probe])
+      .then(([row]) => {
+        if (row?.state === 'closed') this.breakers.delete(destination);
+      })
+      .catch((err: unknown) => this.logger.warn(`could not record a success of destination "${destination}" (${(err as Error).message})`));
+  }
+}
+
+function decrement(counts: Map<string, number>, key: string): void {
+  const n = (counts.get(key) ?? 0) - 1;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
+}
+
+function firstLine(text: string): string {
+  const newline = text.indexOf('\n');
+  return newline < 0 ? text : text.slice(0, newline);
+}

@@ -1,0 +1,159 @@
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { INVALID_FLOW_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { durationMs } from '../maintenance/maintenance.config.js';
+import type { BreakerOptions, FlowOptions, QueuePolicy } from '../interfaces/flow.interface.js';
+
+export interface BreakerConfig {
+  enabled: boolean;
+  threshold: number;
+  windowMs: number;
+  cooldownMs: number;
+}
+
+export interface FairnessConfig {
+  weights: Map<string, number>;
+  /** Fleet-wide cap per tenant; `defaultMaxRunning` for tenants not named. */
+  maxRunning: Map<string, number>;
+  defaultMaxRunning: number;
+  retryDelayMs: number;
+}
+
+/** Every flow-control setting, resolved. */
+export interface FlowConfig {
+  plannerIntervalMs: number;
+  freshnessMs: number;
+  refreshIntervalMs: number;
+  breakerDefault: BreakerConfig;
+  breakers: Map<string, BreakerConfig>;
+  fairness: FairnessConfig | null;
+}
+
+/**
+ * Defaults, and why. The planner runs every 2 s: often enough that a capped
+ * queue is held within a couple of seconds of reaching its cap, rarely enough
+ * that rewriting the policies table costs nothing. Freshness is seven planner
+ * intervals plus a margin, so a leader hand-over (up to one leader check, 5 s)
+ * never lets verdicts lapse, and a dead planner is noticed within 15 s.
+ * Breakers follow the common 5 failures in a minute, 30 s cooldown.
+ */
+export const FLOW_DEFAULTS = {
+  plannerIntervalMs: 2000,
+  freshnessMs: 15_000,
+  refreshIntervalMs: 1000,
+  breaker: { enabled: true, threshold: 5, windowMs: 60_000, cooldownMs: 30_000 } satisfies BreakerConfig,
+  fairnessRetryDelayMs: 1000,
+} as const;
+
+const OPTION_NAMES = ['plannerInterval', 'freshness', 'refreshInterval', 'breakers', 'fairness'] as const;
+const BREAKER_OPTION_NAMES = ['threshold', 'window', 'cooldown', 'enabled'] as const;
+const FAIRNESS_OPTION_NAMES = ['weights', 'maxRunning', 'retryDelay'] as const;
+
+const fail = (option: string, problem: string) => new StampededConfigError(INVALID_FLOW_OPTION(option, problem));
+
+function positive(option: string, value: unknown, whole = true): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || (whole && !Number.isSafeInteger(value))) {
+    throw fail(option, `must be a ${whole ? 'whole ' : ''}number greater than 0, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function record(option: string, value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw fail(option, `must be an object, got ${JSON.stringify(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function resolveBreaker(option: string, o: BreakerOptions | undefined, base: BreakerConfig): BreakerConfig {
+  if (o === undefined) return base;
+  const unknown = Object.keys(record(option, o)).filter((k) => !(BREAKER_OPTION_NAMES as readonly string[]).includes(k));
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`StampededModule.forRoot(): flow.${option}`, unknown, BREAKER_OPTION_NAMES));
+  if (o.enabled !== undefined && typeof o.enabled !== 'boolean') throw fail(`${option}.enabled`, `must be true or false, got ${JSON.stringify(o.enabled)}`);
+  return {
+    enabled: o.enabled ?? base.enabled,
+    threshold: o.threshold === undefined ? base.threshold : positive(`${option}.threshold`, o.threshold),
+    windowMs: o.window === undefined ? base.windowMs : durationMs(`${option}.window`, o.window, INVALID_FLOW_OPTION),
+    cooldownMs: o.cooldown === undefined ? base.cooldownMs : durationMs(`${option}.cooldown`, o.cooldown, INVALID_FLOW_OPTION),
+  };
+}
+
+/** Resolves and checks the flow options: a bad value fails at startup, naming the option. */
+export function resolveFlowConfig(options: FlowOptions | undefined): FlowConfig {
+  const o = options ?? {};
+  const unknown = Object.keys(record('(flow)', o)).filter((k) => !(OPTION_NAMES as readonly string[]).includes(k));
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): flow', unknown, OPTION_NAMES));
+  const ms = (option: 'plannerInterval' | 'freshness' | 'refreshInterval', fallback: number) =>
+    o[option] === undefined ? fallback : durationMs(option, o[option], INVALID_FLOW_OPTION);
+  const config: FlowConfig = {
+    plannerIntervalMs: ms('plannerInterval', FLOW_DEFAULTS.plannerIntervalMs),
+    freshnessMs: ms('freshness', FLOW_DEFAULTS.freshnessMs),
+    refreshIntervalMs: ms('refreshInterval', FLOW_DEFAULTS.refreshIntervalMs),
+    breakerDefault: FLOW_DEFAULTS.breaker,
+    breakers: new Map(),
+    fairness: null,
+  };
+  if (config.freshnessMs <= config.plannerIntervalMs) {
+    throw fail(
+      'freshness',
+      `is ${config.freshnessMs} ms, not longer than plannerInterval (${config.plannerIntervalMs} ms): every verdict would be stale before the next one. ` +
+        `Make it several planner intervals`,
+    );
+  }
+  if (o.breakers !== undefined) {
+    const b = record('breakers', o.breakers);
+    const bad = Object.keys(b).filter((k) => k !== 'default' && k !== 'destinations');
+    if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): flow.breakers', bad, ['default', 'destinations']));
+    config.breakerDefault = resolveBreaker('breakers.default', o.breakers.default, FLOW_DEFAULTS.breaker);
+    for (const [destination, options] of Object.entries(record('breakers.destinations', o.breakers.destinations ?? {}))) {
+      config.breakers.set(destination, resolveBreaker(`breakers.destinations.${destination}`, options as BreakerOptions, config.breakerDefault));
+    }
+  }
+  if (o.fairness !== undefined && o.fairness !== false) {
+    if (o.fairness !== true && (typeof o.fairness !== 'object' || o.fairness === null || Array.isArray(o.fairness))) {
+      throw fail('fairness', `must be true, false or { weights, maxRunning, retryDelay }, got ${JSON.stringify(o.fairness)}`);
+    }
+    const f = o.fairness === true ? {} : o.fairness;
+    const bad = Object.keys(f).filter((k) => !(FAIRNESS_OPTION_NAMES as readonly string[]).includes(k));
+    if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): flow.fairness', bad, FAIRNESS_OPTION_NAMES));
+    const weights = new Map<string, number>();
+    for (const [tenant, w] of Object.entries(record('fairness.weights', f.weights ?? {}))) weights.set(tenant, positive(`fairness.weights.${tenant}`, w, false));
+    const maxRunning = new Map<string, number>();
+    let defaultMaxRunning = Infinity;
+    if (typeof f.maxRunning === 'number') defaultMaxRunning = positive('fairness.maxRunning', f.maxRunning);
+    else if (f.maxRunning !== undefined) {
+      for (const [tenant, n] of Object.entries(record('fairness.maxRunning', f.maxRunning))) maxRunning.set(tenant, positive(`fairness.maxRunning.${tenant}`, n));
+    }
+    config.fairness = {
+      weights,
+      maxRunning,
+      defaultMaxRunning,
+      retryDelayMs: f.retryDelay === undefined ? FLOW_DEFAULTS.fairnessRetryDelayMs : durationMs('fairness.retryDelay', f.retryDelay, INVALID_FLOW_OPTION),
+    };
+  }
+  return config;
+}
+
+export function breakerConfigFor(config: FlowConfig, destination: string): BreakerConfig {
+  return config.breakers.get(destination) ?? config.breakerDefault;
+}
+
+const POLICY_NAMES = ['maxRunning', 'maxWaitSecs'] as const;
+
+/** A queue policy checked against the table's constraints (positive integers, or null to clear). */
+export function validateQueuePolicy(where: string, policy: QueuePolicy | undefined): { maxRunning: number | null; maxWaitSecs: number | null } {
+  if (policy === undefined) return { maxRunning: null, maxWaitSecs: null };
+  if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) {
+    throw new StampededConfigError(`${where}: policy must be an object such as { maxRunning: 10, maxWaitSecs: 30 }, got ${JSON.stringify(policy)}.`);
+  }
+  const unknown = Object.keys(policy).filter((k) => !(POLICY_NAMES as readonly string[]).includes(k));
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`${where}: policy`, unknown, POLICY_NAMES));
+  const check = (name: (typeof POLICY_NAMES)[number]) => {
+    const value = policy[name];
+    if (value === undefined || value === null) return null;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 2147483647) {
+      throw new StampededConfigError(`${where}: policy.${name} must be a whole number from 1 to 2147483647 (or null for none), got ${JSON.stringify(value)}.`);
+    }
+    return value;
+  };
+  return { maxRunning: check('maxRunning'), maxWaitSecs: check('maxWaitSecs') };
+}

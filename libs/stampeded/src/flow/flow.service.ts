@@ -1,0 +1,138 @@
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { StampededDatabase } from '../database/stampeded-database.js';
+import { QueueRegistry } from '../queue/queue.registry.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { DESTINATION_REQUIRED, QUEUE_NAME_REQUIRED } from '../stampeded.messages.js';
+import { durationMs } from '../maintenance/maintenance.config.js';
+import { INVALID_FLOW_OPTION } from '../stampeded.messages.js';
+import { BREAKER_RESET, BREAKER_TRIP, LIST_BREAKERS, LIST_POLICIES, SET_VERDICT, UPSERT_POLICY } from '../sql/flow.sql.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/flow.interface.js';
+import type { Duration } from '../interfaces/maintenance.interface.js';
+import { resolveFlowConfig, validateQueuePolicy, type FlowConfig } from './flow.config.js';
+import { FlowGate } from './flow-gate.js';
+
+function toPolicy(r: Record<string, any>): QueuePolicyRow {
+  return {
+    queue: r.queue,
+    maxRunning: r.max_running,
+    maxWaitSecs: r.max_wait_secs,
+    verdict: r.verdict,
+    reason: r.reason,
+    decidedAt: r.decided_at,
+    running: r.running,
+    paused: r.paused ?? (r.verdict === 'hold' && typeof r.reason === 'string' && r.reason.startsWith('paused by ')),
+  };
+}
+
+function toBreaker(r: Record<string, any>): Breaker {
+  return {
+    destination: r.destination,
+    state: r.state,
+    failures: r.failures,
+    openedAt: r.opened_at,
+    openUntil: r.open_until,
+    openedBy: r.opened_by,
+    reason: r.reason,
+    probeBy: r.probe_by,
+    updatedAt: r.updated_at,
+  };
+}
+
+/**
+ * Flow control at run time, for the whole fleet: queue policies, pause and
+ * resume, and the circuit breakers. Everything here is a row in the database
+ * that every worker reads within its refresh interval.
+ */
+@Injectable()
+export class FlowService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  readonly config: FlowConfig;
+  private readonly gates = new Set<FlowGate>();
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly queues: QueueRegistry,
+    @Inject(STAMPEDED_OPTIONS) options: StampededModuleOptions,
+  ) {
+    this.config = resolveFlowConfig(options.flow);
+  }
+
+  /** Writes the policies declared with registerQueue({ policy }); a deploy's declaration wins over an earlier setPolicy. */
+  async onApplicationBootstrap(): Promise<void> {
+    for (const name of this.queues.names()) {
+      const policy = this.queues.get(name)?.policy;
+      if (policy !== undefined) await this.setPolicy(name, policy);
+    }
+  }
+
+  async setPolicy(queue: string, policy: QueuePolicy): Promise<QueuePolicyRow> {
+    requireName(queue, QUEUE_NAME_REQUIRED('FlowService.setPolicy()'));
+    const { maxRunning, maxWaitSecs } = validateQueuePolicy(`FlowService.setPolicy(${JSON.stringify(queue)})`, policy);
+    const [row] = await this.db.query(UPSERT_POLICY, [queue, maxRunning, maxWaitSecs]);
+    return toPolicy(row);
+  }
+
+  async policies(): Promise<QueuePolicyRow[]> {
+    return (await this.db.query(LIST_POLICIES)).map(toPolicy);
+  }
+
+  async policy(queue: string): Promise<QueuePolicyRow | undefined> {
+    return (await this.policies()).find((p) => p.queue === queue);
+  }
+
+  /**
+   * Holds a queue for the whole fleet until resume(): no worker claims from
+   * it, whatever the planner would say and however long the planner is gone.
+   * Written as the dashboard and the CLI write it: the verdict 'hold' with
+   * the reason "paused by <who>[: <why>]".
+   */
+  async pause(queue: string, by: { by: string; reason?: string }): Promise<QueuePolicyRow> {
+    requireName(queue, QUEUE_NAME_REQUIRED('FlowService.pause()'));
+    requireName(by?.by, 'FlowService.pause(): say who pauses the queue, as { by: "name" }');
+    const [row] = await this.db.query(SET_VERDICT, [queue, 'hold', `paused by ${by.by}${by.reason ? `: ${by.reason}` : ''}`]);
+    return toPolicy(row);
+  }
+
+  async resume(queue: string, by: { by?: string } = {}): Promise<QueuePolicyRow> {
+    requireName(queue, QUEUE_NAME_REQUIRED('FlowService.resume()'));
+    const [row] = await this.db.query(SET_VERDICT, [queue, 'steady', `resumed by ${by.by ?? 'an operator'}`]);
+    return toPolicy(row);
+  }
+
+  async breakers(): Promise<Breaker[]> {
+    return (await this.db.query(LIST_BREAKERS)).map(toBreaker);
+  }
+
+  /** Opens a destination's breaker for every worker, for `for` (default 5 minutes); its jobs are deferred until then. */
+  async openBreaker(destination: string, options: { for?: Duration; by?: string; reason?: string } = {}): Promise<Breaker> {
+    requireName(destination, DESTINATION_REQUIRED('FlowService.openBreaker()'));
+    const ms = options.for === undefined ? 5 * 60_000 : durationMs('openBreaker({ for })', options.for, INVALID_FLOW_OPTION);
+    await this.db.query(BREAKER_TRIP, [destination, ms, options.by ?? 'operator', options.reason ?? 'opened by an operator']);
+    return (await this.breakers()).find((b) => b.destination === destination)!;
+  }
+
+  /** Closes a destination's breaker: its deferred jobs run when their retry time comes. */
+  async closeBreaker(destination: string): Promise<boolean> {
+    requireName(destination, DESTINATION_REQUIRED('FlowService.closeBreaker()'));
+    const rows = await this.db.query(BREAKER_RESET, [destination]);
+    return rows[0]?.closed === true;
+  }
+
+  /** A worker's view of flow control; started before the worker claims anything. Internal: the worker orchestrator calls it. */
+  async gateFor(workerId: string, queues: string[], concurrency: number): Promise<FlowGate> {
+    const gate = new FlowGate(this.db, this.config, workerId, queues, concurrency);
+    await gate.start();
+    this.gates.add(gate);
+    return gate;
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await Promise.all([...this.gates].map((g) => g.stop()));
+    this.gates.clear();
+  }
+}
+
+function requireName(value: unknown, message: string): void {
+  if (typeof value !== 'string' || value.length === 0) throw new StampededConfigError(message);
+}

@@ -1,0 +1,71 @@
+import type { Duration } from './maintenance.interface.js';
+
+/** A queue's policy: in registerQueue({ policy }) or FlowService.setPolicy(). */
+export interface QueuePolicy {
+  /** Claimed plus executing across the fleet. Soft: see docs/flow-control.md for the measured overshoot. */
+  maxRunning?: number | null;
+  /** How long the next job in claim order may wait before the queue is rushed. */
+  maxWaitSecs?: number | null;
+}
+
+export interface BreakerOptions {
+  /** Failures within `window` that open the breaker. Default 5. */
+  threshold?: number;
+  /** Default '60s'. */
+  window?: Duration;
+  /** How long the breaker stays open before a probe may run. Default '30s'. */
+  cooldown?: Duration;
+  /** false: this destination's failures never open its breaker (an operator or a handler still can). Default true. */
+  enabled?: boolean;
+}
+
+export interface FairnessOptions {
+  /** A tenant's share is its weight over the weights of the tenants with work. Default 1 each. */
+  weights?: Record<string, number>;
+  /** Most jobs of one tenant running across the fleet: one number for every tenant, or per tenant. */
+  maxRunning?: number | Record<string, number>;
+  /** How long a job given back over its tenant's share waits before it is due again. Default 1000 ms. */
+  retryDelay?: Duration;
+}
+
+export interface FlowOptions {
+  /** How often the maintenance leader re-decides every queue's verdict. Default 2000 ms. */
+  plannerInterval?: Duration;
+  /** A verdict older than this counts as steady, so a dead planner degrades to round robin. Default '15s'. */
+  freshness?: Duration;
+  /** How often a worker re-reads verdicts, breakers and tenants. Default 1000 ms. */
+  refreshInterval?: Duration;
+  /** Per-destination circuit breakers: `default` for all, then per destination. */
+  breakers?: { default?: BreakerOptions; destinations?: Record<string, BreakerOptions> };
+  /** Per-tenant fair share of the running slots. Off unless set: `true` for equal shares. */
+  fairness?: boolean | FairnessOptions;
+}
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+/** One row of stampeded_breakers. */
+export interface Breaker {
+  destination: string;
+  state: BreakerState;
+  failures: number;
+  openedAt: Date | null;
+  openUntil: Date | null;
+  openedBy: string | null;
+  reason: string | null;
+  probeBy: string | null;
+  updatedAt: Date;
+}
+
+/** One row of stampeded_queue_policies. */
+export interface QueuePolicyRow {
+  queue: string;
+  maxRunning: number | null;
+  maxWaitSecs: number | null;
+  verdict: 'steady' | 'rush' | 'hold';
+  reason: string | null;
+  decidedAt: Date | null;
+  /** Claimed plus executing when the planner decided. */
+  running: number | null;
+  /** An operator's pause is in force. */
+  paused: boolean;
+}

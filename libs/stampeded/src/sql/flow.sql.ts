@@ -1,0 +1,167 @@
+import { sql } from './statement.js';
+
+// Flow control: queue policies and verdicts, circuit breakers, tenant shares.
+// Durations travel as milliseconds, as in the maintenance statements.
+
+/**
+ * An operator's hold is the verdict 'hold' with a reason that starts "paused
+ * by": the representation the dashboard and the CLI write (their
+ * SET_QUEUE_VERDICT). The planner keeps such a verdict, and readers obey it
+ * however old it is: a dead planner must not un-pause a queue someone paused.
+ */
+function operatorHold(alias = ''): string {
+  return `${alias}verdict = 'hold' AND ${alias}reason LIKE 'paused by %'`;
+}
+
+/** A declared or run-time policy; the verdict columns are the planner's and are left alone. */
+export const UPSERT_POLICY = sql(
+  'flow_upsert_policy',
+  `INSERT INTO stampeded_queue_policies (queue, max_running, max_wait_secs)
+   VALUES ($1, $2, $3)
+   ON CONFLICT (queue) DO UPDATE
+      SET max_running = excluded.max_running, max_wait_secs = excluded.max_wait_secs, updated_at = now()
+   RETURNING queue, max_running, max_wait_secs, verdict, reason, decided_at, running`,
+);
+
+export const SET_VERDICT = sql(
+  'flow_set_verdict',
+  `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at)
+   VALUES ($1, $2, $3, now())
+   ON CONFLICT (queue) DO UPDATE
+      SET verdict = excluded.verdict, reason = excluded.reason, decided_at = now(), updated_at = now()
+   RETURNING queue, max_running, max_wait_secs, verdict, reason, decided_at, running`,
+);
+
+export const LIST_POLICIES = sql(
+  'flow_list_policies',
+  `SELECT queue, max_running, max_wait_secs, verdict, reason, decided_at, running,
+          (${operatorHold()}) AS paused
+     FROM stampeded_queue_policies
+    ORDER BY queue`,
+);
+
+/**
+ * What the planner decides on, per policy row: claimed plus executing (read
+ * through the partial claimed index) and how long the head of the claim order
+ * has been due (read through the claim index in its own order).
+ */
+export const PLANNER_INPUTS = sql(
+  'flow_planner_inputs',
+  `SELECT p.queue, p.max_running, p.max_wait_secs, p.verdict, p.reason,
+          (${operatorHold('p.')}) AS paused,
+          (SELECT count(*) FROM stampeded_jobs j
+            WHERE j.queue = p.queue AND j.state IN ('claimed', 'executing'))::int AS running,
+          (SELECT extract(epoch FROM now() - j.scheduled_at)::float8 FROM stampeded_jobs j
+            WHERE j.queue = p.queue AND j.state IN ('available', 'retryable') AND j.scheduled_at <= now()
+            ORDER BY j.priority, j.scheduled_at LIMIT 1) AS head_wait_secs
+     FROM stampeded_queue_policies p
+    ORDER BY p.queue`,
+);
+
+/**
+ * The planner's verdicts, in one statement. An operator's hold written
+ * between the planner's read and this write is re-read here (the row is
+ * locked and re-checked) and kept.
+ */
+export const WRITE_VERDICTS = sql(
+  'flow_write_verdicts',
+  `UPDATE stampeded_queue_policies p
+      SET verdict    = CASE WHEN ${operatorHold('p.')} THEN p.verdict ELSE v.verdict END,
+          reason     = CASE WHEN ${operatorHold('p.')} THEN p.reason ELSE v.reason END,
+          decided_at = now(),
+          running    = v.running
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS v(queue, verdict, reason, running)
+    WHERE p.queue = v.queue`,
+);
+
+/**
+ * A worker's view of the verdicts on its queues. Freshness is judged by the
+ * database's clock, so a worker with a drifting clock reads the same verdicts
+ * as its neighbours.
+ */
+export const READ_VERDICTS = sql(
+  'flow_read_verdicts',
+  `SELECT queue, verdict, max_running, running,
+          (${operatorHold()}) AS paused,
+          (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh,
+          (SELECT count(*)::int FROM stampeded_workers w
+            WHERE p.queue = ANY (w.queues) AND w.last_heartbeat > now() - make_interval(secs => $2::float8 / 1000)) AS workers
+     FROM stampeded_queue_policies p
+    WHERE queue = ANY ($1::text[])`,
+);
+
+/** Breakers that are not plainly closed: the only ones a worker needs to know of. */
+export const READ_BREAKERS = sql(
+  'flow_read_breakers',
+  `SELECT destination, state, failures,
+          greatest(0, extract(epoch FROM coalesce(open_until, now()) - now()) * 1000)::float8 AS open_ms
+     FROM stampeded_breakers
+    WHERE state <> 'closed' OR failures > 0`,
+);
+
+export const LIST_BREAKERS = sql(
+  'flow_list_breakers',
+  `SELECT destination, state, failures, window_started_at, opened_at, open_until, probe_by::text AS probe_by,
+          probe_at, opened_by, reason, updated_at
+     FROM stampeded_breakers
+    ORDER BY destination`,
+);
+
+export const BREAKER_FAILURE = sql(
+  'flow_breaker_failure',
+  `SELECT state, was_open, open_ms::float8 AS open_ms FROM stampeded_breaker_failure($1, $2, $3, $4, $5, $6)`,
+);
+
+export const BREAKER_SUCCESS = sql('flow_breaker_success', `SELECT stampeded_breaker_success($1, $2) AS state`);
+
+export const BREAKER_PROBE = sql(
+  'flow_breaker_probe',
+  `SELECT verdict, wait_ms::float8 AS wait_ms FROM stampeded_breaker_probe($1, $2, $3)`,
+);
+
+export const BREAKER_TRIP = sql(
+  'flow_breaker_trip',
+  `SELECT state, open_until FROM stampeded_breaker_trip($1, $2, $3, $4)`,
+);
+
+export const BREAKER_RESET = sql('flow_breaker_reset', `SELECT stampeded_breaker_reset($1) AS closed`);
+
+/**
+ * Per tenant on these queues: jobs running across the fleet, and whether any
+ * is due and waiting. Running jobs are read through the partial claimed
+ * index; waiting tenants by a loose index scan of the tenant index, one probe
+ * per tenant rather than one row per job, so a 10,000-job flood costs one
+ * probe like any other tenant.
+ */
+export const READ_TENANTS = sql(
+  'flow_read_tenants',
+  `WITH RECURSIVE waiting(tenant_id) AS (
+       (SELECT tenant_id FROM stampeded_jobs
+         WHERE queue = ANY ($1::text[]) AND tenant_id IS NOT NULL
+           AND state IN ('available', 'retryable') AND scheduled_at <= now()
+         ORDER BY tenant_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT j.tenant_id FROM stampeded_jobs j
+                WHERE j.queue = ANY ($1::text[]) AND j.tenant_id > w.tenant_id
+                  AND j.state IN ('available', 'retryable') AND j.scheduled_at <= now()
+                ORDER BY j.tenant_id LIMIT 1)
+         FROM waiting w WHERE w.tenant_id IS NOT NULL
+   ),
+   running AS (
+       SELECT tenant_id, count(*)::int AS n FROM stampeded_jobs
+        WHERE queue = ANY ($1::text[]) AND tenant_id IS NOT NULL AND state IN ('claimed', 'executing')
+        GROUP BY tenant_id
+   )
+   SELECT coalesce(w.tenant_id, r.tenant_id) AS tenant_id, coalesce(r.n, 0) AS running, w.tenant_id IS NOT NULL AS waiting
+     FROM (SELECT tenant_id FROM waiting WHERE tenant_id IS NOT NULL) w
+     FULL JOIN running r ON r.tenant_id = w.tenant_id`,
+);
+
+export const CLAIM_FAIR = sql(
+  'flow_claim_fair',
+  `SELECT id, queue, tenant_id, task, args, meta, priority, destination, scheduled_at, expire_seconds, heartbeat_at,
+          attempt, max_attempts, attempted_by, interruptions, max_interruptions, deferrals, max_deferrals,
+          checkpoint, checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms, dedup_scope, dedup_period,
+          failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue, source_attempts, inserted_at
+     FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[])`,
+);
