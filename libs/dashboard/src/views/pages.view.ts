@@ -6,6 +6,9 @@ import { actionButton, layout, type PageContext } from './layout.view.js';
 const jobLink = (ctx: PageContext, id: unknown, queue: unknown) =>
   `<a href="${esc(`${ctx.base}/jobs/${id}${query({ queue })}`)}">${esc(String(id).slice(0, 8))}…</a>`;
 
+/** An error's first line: the message, without the stack trace the full text on the job page keeps. */
+const firstLine = (text: unknown) => String(text ?? '').split('\n')[0];
+
 const wait = (secs: number | null) => (secs === null ? show(null) : secs > 60 ? `<span class="bad">${secs.toFixed(0)}s</span>` : `${secs.toFixed(1)}s`);
 
 export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput: ThroughputBucket[]): string {
@@ -40,7 +43,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
     show(j.destination),
     show(j.scheduled_at),
     show(j.finished_at),
-    j.last_error ? `<span class="bad">${esc(j.last_error)}</span>` : show(null),
+    j.last_error ? `<span class="bad">${esc(firstLine(j.last_error))}</span>` : show(null),
   ]);
   const { after: _after, ...rest } = filters;
   const next = page.next ? `<p><a rel="next" href="${esc(`${ctx.base}/jobs${query({ ...rest, after: page.next })}`)}">Next page →</a></p>` : '';
@@ -88,7 +91,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
 ${job.last_error ? `<h2>Last error</h2><pre>${esc(job.last_error)}</pre>` : ''}
-<h2>Error history</h2>${table(['attempt', 'at', 'kind', 'message', 'destination', 'exit status'], errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(e.message), show(e.destination), show(e.exit_status)]), 'no errors')}
+<h2>Error history</h2>${table(['attempt', 'at', 'kind', 'message', 'destination', 'exit status'], errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(firstLine(e.message)), show(e.destination), show(e.exit_status)]), 'no errors')}
 <h2>Args</h2><pre>${esc(JSON.stringify(job.args, null, 2))}</pre>
 <h2>Meta</h2><pre>${esc(JSON.stringify(job.meta, null, 2))}</pre>
 <h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p><pre>${esc(JSON.stringify(job.checkpoint, null, 2))}</pre>`}`;
@@ -104,7 +107,7 @@ export function errorsPage(ctx: PageContext, errors: Record<string, any>[]): str
     esc((e.queues ?? []).join(', ')),
     esc((e.tasks ?? []).join(', ')),
     esc((e.failure_kinds ?? []).join(', ')),
-    `${jobLink(ctx, e.example_id, e.example_queue)} <span class="bad">${esc(e.example_error)}</span>`,
+    `${jobLink(ctx, e.example_id, e.example_queue)} <span class="bad">${esc(firstLine(e.example_error))}</span>`,
   ]);
   return layout(ctx, '/errors', 'Errors', `${table(['fingerprint', 'jobs', 'retrying', 'discarded', 'queues', 'tasks', 'kinds', 'example'], rows, 'no failing jobs')}
 <p class="dim">Jobs retrying or discarded now, grouped by their error's fingerprint (the message with ids and numbers taken out).</p>`);
