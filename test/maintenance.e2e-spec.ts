@@ -202,7 +202,18 @@ describe('maintenance', () => {
     );
     const app = await boot({
       providers: [Live],
-      stampeded: { maintenance: { leaderCheckIntervalMs: 100, reapIntervalMs: 60_000, reapDeadAfter: 15_000 } },
+      stampeded: {
+        maintenance: {
+          leaderCheckIntervalMs: 100,
+          reapDeadAfter: 15_000,
+          // Short, so that runs recur: the first ones may finish before the test subscribes.
+          reapIntervalMs: 200,
+          expireIntervalMs: 200,
+          pruneIntervalMs: 200,
+          partitionCheckIntervalMs: 200,
+          healthIntervalMs: 200,
+        },
+      },
     });
     const service = app.get(MaintenanceService);
     const ran = new Set<string>();

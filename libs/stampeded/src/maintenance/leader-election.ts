@@ -53,7 +53,10 @@ export class LeaderElection {
     this.checking = this.checkOnce();
     await this.checking;
     this.checking = undefined;
-    if (!this.stopped) this.timer = setTimeout(() => void this.check(), this.intervalMs);
+    // Unreferenced, like the connection below: housekeeping never keeps a
+    // process alive on its own -- not even one whose app failed to start
+    // after the election began, which nobody will ever close.
+    if (!this.stopped) this.timer = setTimeout(() => void this.check(), this.intervalMs).unref();
   }
 
   private async checkOnce(): Promise<void> {
@@ -98,6 +101,7 @@ export class LeaderElection {
     client.on('end', () => this.drop(client, 'leader connection ended'));
     this.client = client;
     await client.connect();
+    (client as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
     // Ask the server to probe this connection, so that a leader whose host
     // vanished (no FIN ever arrives) loses the lock in about 25 seconds, not
     // after the operating system's two-hour keepalive default. Ignored on a

@@ -100,7 +100,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
       if (!this.isLeader) return;
       await this.run(task.name).catch(() => {});
       if (this.isLeader && this.timers.get(task.name) === timer) this.schedule(task, task.intervalMs);
-    }, delayMs);
+    }, delayMs).unref();
     this.timers.set(task.name, timer);
   }
 

@@ -20,6 +20,9 @@ import { SchedulesService } from './schedules.service.js';
  * Collects the schedules that @Task() declares at module init (a bad one
  * stops the app before anything runs), upserts them at bootstrap, and fires
  * due schedules every pollIntervalMs until shutdown.
+ *
+ * The poll timer is unreferenced: an app whose startup failed after this
+ * began is never closed, and its scheduler must not hold the process open.
  */
 @Injectable()
 export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -93,7 +96,7 @@ export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstr
       void this.ticking.then(() => {
         if (!this.stopped) this.tick(this.schedules.config.pollIntervalMs);
       });
-    }, delayMs);
+    }, delayMs).unref();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
