@@ -102,7 +102,7 @@ describe('stampeded CLI', () => {
     expect(root.stdout).toMatch(/^Usage: stampeded/);
     expect((await runCli(url, ['dlq', 'redrive', '--help'])).code).toBe(0);
     const program = buildProgram();
-    const paths = [['migrate'], ['status'], ['jobs', 'list'], ['jobs', 'show'], ['jobs', 'retry'], ['jobs', 'cancel'], ['jobs', 'discard'], ['schedules', 'list'], ['schedules', 'pause'], ['schedules', 'resume'], ['queues', 'pause'], ['queues', 'resume'], ['health'], ['prune'], ['dlq', 'redrive']];
+    const paths = [['migrate'], ['status'], ['jobs', 'list'], ['jobs', 'show'], ['jobs', 'retry'], ['jobs', 'cancel'], ['jobs', 'discard'], ['schedules', 'list'], ['schedules', 'pause'], ['schedules', 'resume'], ['schedules', 'trigger'], ['queues', 'pause'], ['queues', 'resume'], ['health'], ['prune'], ['dlq', 'redrive']];
     for (const path of paths) {
       let command = program;
       for (const name of path) command = command.commands.find((c) => c.name() === name)!;
@@ -223,6 +223,11 @@ describe('stampeded CLI', () => {
       expect((await runCli(url, ['schedules', 'list', '--json'])).json()[0]).toMatchObject({ key: 'nightly', paused: true });
       expect((await runCli(url, ['schedules', 'resume', 'nightly'])).code).toBe(0);
       expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].paused).toBe(false);
+      const triggered = await runCli(url, ['schedules', 'trigger', 'nightly', '--json']);
+      expect(triggered.code).toBe(0);
+      const { rows: fired } = await sql.query(`SELECT queue, task, state FROM stampeded_jobs WHERE id = $1`, [triggered.json().job.id]);
+      expect(fired[0]).toEqual({ queue: 'mail', task: 'digest', state: 'available' });
+      expect((await sql.query(`SELECT next_run_at FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].next_run_at).toEqual(new Date('2030-01-01T02:00:00Z'));
       const missing = await runCli(url, ['schedules', 'pause', 'weekly']);
       expect(missing.code).toBe(1);
       expect(missing.stderr).toMatch(/No schedule with key "weekly"/);

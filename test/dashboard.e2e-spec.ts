@@ -200,6 +200,9 @@ describe('dashboard', () => {
       expect((await post('/stampeded/api/schedules/hourly-report/pause')).status).toBe(200);
       expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'hourly-report'`)).rows[0].paused).toBe(true);
       expect((await post('/stampeded/api/schedules/no-such/pause')).status).toBe(404);
+      const triggered = await (await post('/stampeded/api/schedules/hourly-report/trigger')).json();
+      expect(triggered.job.queue).toBe('mail');
+      expect((await sql.query(`SELECT task FROM stampeded_jobs WHERE id = $1`, [triggered.job.id])).rows[0].task).toBe('report');
       const page = await (await get('/stampeded/schedules')).text();
       expect(page).toContain('hourly-report');
       expect(page).toContain('Asia/Tokyo');

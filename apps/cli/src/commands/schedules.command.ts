@@ -5,7 +5,7 @@ import { emit, table } from '../output/output.js';
 import { withConnection } from './command-context.js';
 
 export function registerSchedules(program: Command): void {
-  const schedules = program.command('schedules').description('list, pause and resume recurring schedules');
+  const schedules = program.command('schedules').description('list, pause, resume and trigger recurring schedules');
 
   schedules
     .command('list')
@@ -21,6 +21,18 @@ export function registerSchedules(program: Command): void {
               )
             : 'no schedules',
         );
+      }),
+    );
+
+  schedules
+    .command('trigger')
+    .description("enqueue a schedule's job once, now; its regular runs stay as they were")
+    .argument('<key>', 'the schedule key')
+    .action((key: string, _opts, command: Command) =>
+      withConnection(command, async ({ inspector }, options) => {
+        const job = await inspector.triggerSchedule(key);
+        if (!job) throw new CliError(SCHEDULE_NOT_FOUND(key), EXIT.failed);
+        emit(options, { key, job }, () => `schedule ${key} triggered: job ${job.id} in ${job.queue}`);
       }),
     );
 

@@ -110,7 +110,12 @@ export class DashboardApiController {
   @Post('schedules/:key/:action')
   @HttpCode(200)
   async scheduleAction(@Param('key') key: string, @Param('action') action: string) {
-    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(`No schedule action "${action}": use pause or resume.`);
+    if (action === 'trigger') {
+      const job = await this.inspector.triggerSchedule(key);
+      if (!job) throw new NotFoundException(SCHEDULE_NOT_FOUND(key));
+      return { key, job };
+    }
+    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(`No schedule action "${action}": use pause, resume or trigger.`);
     if (!(await this.inspector.setSchedulePaused(key, action === 'pause'))) throw new NotFoundException(SCHEDULE_NOT_FOUND(key));
     return { key, paused: action === 'pause' };
   }

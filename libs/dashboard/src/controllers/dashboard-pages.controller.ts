@@ -104,8 +104,9 @@ export class DashboardPagesController {
   @Post('actions/schedules/:key/:action')
   @Redirect()
   async scheduleAction(@Param('key') key: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
-    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(`No schedule action "${action}".`);
-    await this.inspector.setSchedulePaused(key, action === 'pause');
+    if (action === 'trigger') await this.inspector.triggerSchedule(key);
+    else if (action === 'pause' || action === 'resume') await this.inspector.setSchedulePaused(key, action === 'pause');
+    else throw new NotFoundException(`No schedule action "${action}".`);
     return this.back(body);
   }
 

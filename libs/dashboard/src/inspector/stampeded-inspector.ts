@@ -3,7 +3,7 @@ import type { Statement } from '../sql/statement.js';
 import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE, SET_QUEUE_VERDICT } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
-import { SCHEDULES, SET_SCHEDULE_PAUSED } from '../sql/schedules.sql.js';
+import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
 import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../sql/dead-letters.sql.js';
@@ -199,6 +199,12 @@ export class StampededInspector {
   /** True when the schedule exists. */
   async setSchedulePaused(key: string, paused: boolean): Promise<boolean> {
     return (await this.db.query(SET_SCHEDULE_PAUSED, [key, paused])).length > 0;
+  }
+
+  /** Enqueues a schedule's job once, now, leaving its regular runs as they were; null when there is no such schedule. */
+  async triggerSchedule(key: string): Promise<{ id: string; queue: string } | null> {
+    const [row] = await this.db.query<{ id: string; queue: string }>(TRIGGER_SCHEDULE, [key]);
+    return row ?? null;
   }
 
   /**

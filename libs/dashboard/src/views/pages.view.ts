@@ -138,7 +138,7 @@ export function schedulesPage(ctx: PageContext, schedules: Record<string, any>[]
     `${esc(s.next_run_local)} <span class="dim">${esc(s.timezone)}</span>`,
     show(s.last_run_at),
     s.paused ? '<span class="tag hold">paused</span>' : '<span class="tag">active</span>',
-    actionButton(ctx, `/actions/schedules/${encodeURIComponent(s.key)}/${s.paused ? 'resume' : 'pause'}`, s.paused ? 'Resume' : 'Pause', back),
+    `${actionButton(ctx, `/actions/schedules/${encodeURIComponent(s.key)}/${s.paused ? 'resume' : 'pause'}`, s.paused ? 'Resume' : 'Pause', back)} ${actionButton(ctx, `/actions/schedules/${encodeURIComponent(s.key)}/trigger`, 'Run now', back)}`,
   ]);
   return layout(ctx, '/schedules', 'Schedules', table(['key', 'queue', 'task', 'rule', 'next run', 'last run', 'state', ''], rows, 'no schedules'));
 }
