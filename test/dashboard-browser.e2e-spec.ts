@@ -72,15 +72,10 @@ describeInBrowser(`dashboard in a browser (${HAS_CHROMIUM ? CHROMIUM : `skipped:
   /** The number in a queue's row under a state's column on the queues page, as the browser shows it. */
   async function count(queue: string, state: string): Promise<number> {
     await page.goto(`${base}/stampeded`);
-    return page.evaluate(
-      ([q, s]) => {
-        const headers = [...document.querySelectorAll('table thead th')].map((th) => th.textContent?.trim().toLowerCase());
-        const column = headers.indexOf(s);
-        const row = [...document.querySelectorAll('table tbody tr')].find((tr) => tr.querySelector('td')?.textContent?.trim() === q);
-        return row && column >= 0 ? Number(row.querySelectorAll('td')[column].textContent?.trim()) : -1;
-      },
-      [queue, state] as const,
-    );
+    const headers = (await page.locator('table thead th').allTextContents()).map((h) => h.trim().toLowerCase());
+    const column = headers.indexOf(state);
+    const cells = await page.locator('table tbody tr', { has: page.locator(`td:first-child a:text-is("${queue}")`) }).locator('td').allTextContents();
+    return column >= 0 && cells.length ? Number(cells[column].trim()) : -1;
   }
 
   it('asks for credentials, and logs in with them', async () => {

@@ -24,6 +24,10 @@ class TeamGuard implements CanActivate {
   }
 }
 
+/** fetch's Response, with the JSON these tests read typed loosely, as a script would. */
+type JsonResponse = Omit<Response, 'json'> & { json(): Promise<any> };
+const request = (url: string, init?: RequestInit): Promise<JsonResponse> => fetch(url, init);
+
 const BASIC = `Basic ${Buffer.from('ops:s3cret').toString('base64')}`;
 
 describe('dashboard', () => {
@@ -63,7 +67,7 @@ describe('dashboard', () => {
     await db?.drop();
   });
 
-  const get = (path: string, headers: Record<string, string> = { authorization: BASIC }) => fetch(`${base}${path}`, { headers, redirect: 'manual' });
+  const get = (path: string, headers: Record<string, string> = { authorization: BASIC }) => request(`${base}${path}`, { headers, redirect: 'manual' });
 
   /** The CSRF token and the cookie it pairs with, as a script would get them. */
   async function csrf(prefix = '/stampeded', headers: Record<string, string> = { authorization: BASIC }) {
@@ -76,7 +80,7 @@ describe('dashboard', () => {
   async function post(path: string, body: unknown = {}, options: { prefix?: string; headers?: Record<string, string> } = {}) {
     const auth = options.headers ?? { authorization: BASIC };
     const { token, cookie } = await csrf(options.prefix, auth);
-    return fetch(`${base}${path}`, {
+    return request(`${base}${path}`, {
       method: 'POST',
       headers: { ...auth, cookie, 'x-stampeded-csrf': token, 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -114,11 +118,11 @@ describe('dashboard', () => {
     it('refuses a change without the CSRF token, with a token that does not match its cookie, or from another origin', async () => {
       const [job] = (await (await get('/stampeded/api/jobs?queue=mail&limit=1')).json()).jobs;
       const url = `${base}/stampeded/api/jobs/${job.id}/cancel`;
-      expect((await fetch(url, { method: 'POST', headers: { authorization: BASIC } })).status).toBe(403);
+      expect((await request(url, { method: 'POST', headers: { authorization: BASIC } })).status).toBe(403);
       const { token, cookie } = await csrf();
       const other = await csrf();
-      expect((await fetch(url, { method: 'POST', headers: { authorization: BASIC, cookie: other.cookie, 'x-stampeded-csrf': token } })).status).toBe(403);
-      expect((await fetch(url, { method: 'POST', headers: { authorization: BASIC, cookie, 'x-stampeded-csrf': token, origin: 'https://evil.example' } })).status).toBe(403);
+      expect((await request(url, { method: 'POST', headers: { authorization: BASIC, cookie: other.cookie, 'x-stampeded-csrf': token } })).status).toBe(403);
+      expect((await request(url, { method: 'POST', headers: { authorization: BASIC, cookie, 'x-stampeded-csrf': token, origin: 'https://evil.example' } })).status).toBe(403);
       const { rows } = await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id]);
       expect(rows[0].state).toBe('available');
     });
@@ -224,7 +228,7 @@ describe('dashboard', () => {
       const token = /name="_csrf" value="([^"]+)"/.exec(html)![1];
       expect(html).toMatch(/<button type="submit">Retry<\/button>/);
       const form = new URLSearchParams({ _csrf: token, _back: `/stampeded/jobs/${job.id}?queue=work` });
-      const retried = await fetch(`${base}/stampeded/actions/jobs/${job.id}/retry?queue=work`, {
+      const retried = await request(`${base}/stampeded/actions/jobs/${job.id}/retry?queue=work`, {
         method: 'POST',
         headers: { authorization: BASIC, cookie, 'content-type': 'application/x-www-form-urlencoded' },
         body: form,
@@ -239,7 +243,7 @@ describe('dashboard', () => {
       const [job] = (await (await get('/stampeded/api/jobs?queue=mail&limit=1')).json()).jobs;
       const { token, cookie } = await csrf();
       for (const back of ['https://evil.example/', '//evil.example/x', '/elsewhere']) {
-        const response = await fetch(`${base}/stampeded/actions/jobs/${job.id}/run?queue=mail`, {
+        const response = await request(`${base}/stampeded/actions/jobs/${job.id}/run?queue=mail`, {
           method: 'POST',
           headers: { authorization: BASIC, cookie, 'content-type': 'application/x-www-form-urlencoded' },
           body: new URLSearchParams({ _csrf: token, _back: back }),
