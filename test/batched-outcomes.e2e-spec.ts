@@ -1,0 +1,137 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { migrate, QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import type { TestDatabase } from '@stampeded/testing';
+import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+
+// Batched claims and completions are where the throughput comes from
+// (bench/RESULTS.md); these are the guarantees they must keep.
+
+const runs = new Map<string, number>();
+
+@Task('counted', { queue: 'batched' })
+class Counted implements TaskHandler<{ n: number }> {
+  handle(_: { n: number }, ctx: JobContext) {
+    runs.set(ctx.id, (runs.get(ctx.id) ?? 0) + 1);
+  }
+}
+
+describe('batched outcomes', () => {
+  let db: TestDatabase;
+  let sql: pg.Client;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    await migrate(db.url);
+    sql = await sqlClient(db.url);
+  });
+
+  afterAll(async () => {
+    await sql?.end();
+    await db?.drop();
+  });
+
+  const worker = async () => (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id as string;
+  const insert = async (queue: string, n: number) =>
+    (
+      await sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2) RETURNING id::text`, [queue, n])
+    ).rows.map((r) => r.id as string);
+  const claim = async (queue: string, workerId: string, limit: number) =>
+    (await sql.query(`SELECT id::text, queue, attempt FROM stampeded_claim($1, $2, $3)`, [queue, workerId, limit])).rows as {
+      id: string;
+      queue: string;
+      attempt: number;
+    }[];
+  const completeMany = async (workerId: string, jobs: { id: string; queue: string; attempt: number }[]) =>
+    (
+      await sql.query(`SELECT id::text FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`, [
+        workerId,
+        jobs.map((j) => j.queue),
+        jobs.map((j) => j.id),
+        jobs.map((j) => j.attempt),
+      ])
+    ).rows.map((r) => r.id as string);
+  const rowOf = async (id: string) => (await sql.query(`SELECT state, claimed_by::text, attempt FROM stampeded_jobs WHERE id = $1`, [id])).rows[0];
+
+  it('records nothing for the jobs of a batch that the worker lost, and completes the rest', async () => {
+    const a = await worker();
+    const b = await worker();
+    await insert('fenced', 6);
+    const claimed = await claim('fenced', a, 6);
+    expect(claimed).toHaveLength(6);
+    const [kept1, reaped, reclaimed, stale, kept2, cancelled] = claimed;
+
+    // Lost to the reaper and waiting for its retry.
+    await sql.query(
+      `UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, failure_kind = 'worker_missing' WHERE id = $1`,
+      [reaped.id],
+    );
+    // Lost to the reaper and already claimed again, by another worker.
+    await sql.query(`UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, scheduled_at = now() - interval '1 hour' WHERE id = $1`, [
+      reclaimed.id,
+    ]);
+    const again = await claim('fenced', b, 1);
+    expect(again.map((j) => j.id)).toEqual([reclaimed.id]);
+    // Cancelled while it ran.
+    await sql.query(`SELECT stampeded_cancel($1)`, [cancelled.id]);
+
+    const done = await completeMany(a, [kept1, reaped, reclaimed, { ...stale, attempt: stale.attempt - 1 }, kept2, cancelled]);
+
+    expect(done.sort()).toEqual([kept1.id, kept2.id].sort());
+    expect(await rowOf(kept1.id)).toMatchObject({ state: 'completed', claimed_by: null });
+    expect(await rowOf(kept2.id)).toMatchObject({ state: 'completed', claimed_by: null });
+    expect(await rowOf(reaped.id)).toMatchObject({ state: 'retryable', claimed_by: null });
+    expect(await rowOf(reclaimed.id)).toMatchObject({ state: 'executing', claimed_by: b, attempt: 2 });
+    // A previous attempt's result is refused even from the worker that holds the job.
+    expect(await rowOf(stale.id)).toMatchObject({ state: 'executing', claimed_by: a, attempt: 1 });
+    expect(await rowOf(cancelled.id)).toMatchObject({ state: 'cancelled' });
+  });
+
+  it('keeps the counters exact while several workers claim and complete batches at once', async () => {
+    await sql.query(`SELECT stampeded_create_queue('contended')`);
+    await insert('contended', 2000);
+    const clients = await Promise.all([1, 2, 3, 4].map(() => sqlClient(db.url)));
+    try {
+      await Promise.all(
+        clients.map(async (client) => {
+          const id = (await client.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 2) RETURNING id::text`)).rows[0].id;
+          for (;;) {
+            const jobs = (await client.query(`SELECT id::text, queue, attempt FROM stampeded_claim('contended', $1, 37)`, [id])).rows;
+            if (!jobs.length) return;
+            await client.query(`SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`, [
+              id,
+              jobs.map((j) => j.queue),
+              jobs.map((j) => j.id),
+              jobs.map((j) => j.attempt),
+            ]);
+          }
+        }),
+      );
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+    const counted = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts WHERE queue = 'contended' AND n <> 0 ORDER BY state`)).rows;
+    const actual = (await sql.query(`SELECT state, count(*)::int AS n FROM stampeded_jobs WHERE queue = 'contended' GROUP BY state ORDER BY state`)).rows;
+    expect(counted).toEqual(actual);
+    expect(actual).toEqual([{ state: 'completed', n: 2000 }]);
+  });
+
+  describe('a worker claiming ahead in batches', () => {
+    let app: INestApplicationContext;
+
+    afterAll(async () => {
+      await app?.close();
+    });
+
+    it('runs every job exactly once and completes each, with the counters exact', async () => {
+      app = await bootApp(db.url, { providers: [Counted], stampeded: { migrations: 'none', worker: { concurrency: 20 } } });
+      const queue = app.get(QueueService);
+      const ids = (await queue.enqueueMany(Array.from({ length: 3000 }, (_, n) => ({ task: 'counted', args: { n } })))).map((r) => r.id);
+      await waitFor(async () => (await queue.counts('batched')).completed === ids.length, 'every job to be completed', 60_000);
+      expect(ids.filter((id) => runs.get(id) !== 1)).toEqual([]);
+      const states = (await sql.query(`SELECT state, count(*)::int AS n, max(attempt) AS attempts FROM stampeded_jobs WHERE queue = 'batched' GROUP BY state`)).rows;
+      expect(states).toEqual([{ state: 'completed', n: 3000, attempts: 1 }]);
+      expect(await queue.counts('batched')).toMatchObject({ completed: 3000, executing: 0, available: 0 });
+    });
+  });
+});
