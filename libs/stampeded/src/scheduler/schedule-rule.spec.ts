@@ -89,6 +89,23 @@ describe('nextOccurrence across DST transitions', () => {
     ]);
   });
 
+  it('finds the second instance of a repeated time even when the next match is a year away', () => {
+    expect(runs(rule('40 2 25 10 *', 'Europe/Berlin', 'instant'), '2026-10-25T00:45:00Z', 1)).toEqual(['2026-10-25T01:40:00.000Z']);
+  });
+
+  it('walks a seconds field through the end of the repeated hour, and wall_clock never replays it', () => {
+    expect(runs(rule('* * * * * *', 'Europe/Berlin', 'instant'), '2026-10-25T00:59:58Z', 3)).toEqual([
+      '2026-10-25T00:59:59.000Z',
+      '2026-10-25T01:00:00.000Z',
+      '2026-10-25T01:00:01.000Z',
+    ]);
+    // From inside the second 02:00-03:00 (CET): the next new wall time is 03:00.
+    expect(runs(rule('* * * * *', 'Europe/Berlin', 'wall_clock'), '2026-10-25T01:00:00Z', 2)).toEqual([
+      '2026-10-25T02:00:00.000Z',
+      '2026-10-25T02:01:00.000Z',
+    ]);
+  });
+
   it('reads a seconds field, and UTC has no transitions', () => {
     expect(runs(rule('*/20 * * * * *', 'UTC', 'instant'), '2026-01-01T00:00:00Z', 3)).toEqual([
       '2026-01-01T00:00:20.000Z',

@@ -63,7 +63,7 @@ const crons = new Map<string, Cron>();
 function wallClockCron(expression: string): Cron {
   let cron = crons.get(expression);
   if (!cron) {
-    cron = new Cron(expression, { timezone: 'Etc/UTC', mode: '5-or-6-parts', paused: true });
+    cron = new Cron(expression, { utcOffset: 0, mode: '5-or-6-parts', paused: true });
     crons.set(expression, cron);
   }
   return cron;
@@ -168,29 +168,37 @@ export function nextOccurrence(rule: ScheduleRule, after: Date): Date | null {
   const cron = wallClockCron(rule.cron!);
   const tz = rule.timezone;
   const [before, later] = offsetsAround(from, tz);
-  if (before === later) {
-    const offset = offsetAt(from, tz);
-    const wall = cron.nextRun(new Date(from + offset));
-    if (!wall) return null;
-    const instant = wall.getTime() - offset;
-    // The fixed-offset answer holds only if no transition lies between.
-    if (offsetAt(instant, tz) === offset) return new Date(instant);
+  const offset = offsetAt(from, tz);
+  const fixed = cron.nextRun(new Date(from + offset));
+  if (!fixed) return null;
+  const instant = fixed.getTime() - offset;
+  // The fixed-offset answer holds when no transition lies between `from` and
+  // it: the offset is the same at both ends, and either the answer is within
+  // the hour (two transitions never are) or none is near `from` (a fall-back
+  // just after `from` repeats wall times that the fixed offset never sees
+  // again). Under wall_clock it must also be a wall time's first instance.
+  if (
+    offsetAt(instant, tz) === offset &&
+    (instant - from <= 3_600_000 || before === later) &&
+    (rule.dstPolicy === 'instant' || instantsOf(fixed.getTime(), tz)[0] === instant)
+  ) {
+    return new Date(instant);
   }
 
-  const shift = Math.max(Math.abs(later - before), 3_600_000);
-  let wall: Date | null = new Date(from + offsetAt(from, tz) - shift - 1000);
+  // Every instant after `from` shows a wall time of at least from + the
+  // smaller offset, and a wall time w is at least the instant w - the larger
+  // offset: the walk starts at the first bound and stops at the second.
+  const minOffset = Math.min(before, later, offset);
+  const maxOffset = Math.max(before, later, offset);
+  let wall: Date | null = new Date(from + minOffset - 1000);
   let best: number | null = null;
-  let bestWall = Infinity;
   for (let steps = 0; steps < 200_000; steps++) {
     wall = cron.nextRun(wall);
     if (!wall) break;
     const w = wall.getTime();
-    if (w > bestWall + shift) break;
+    if (best !== null && w - maxOffset > best) break;
     for (const instant of candidateInstants(w, rule)) {
-      if (instant > from && (best === null || instant < best)) {
-        best = instant;
-        bestWall = Math.min(bestWall, w);
-      }
+      if (instant > from && (best === null || instant < best)) best = instant;
     }
   }
   return best === null ? null : new Date(best);

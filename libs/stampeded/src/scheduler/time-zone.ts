@@ -40,8 +40,30 @@ export function isTimeZone(timeZone: string): boolean {
   }
 }
 
+/**
+ * Offsets by zone and UTC minute. Transitions fall on whole minutes (in
+ * every zone since the 1970s), so one answer serves a whole minute; a
+ * per-second cron walking through a fall-back hour asks about the same few
+ * minutes thousands of times, and Intl is the slow part of that walk.
+ */
+const offsetCache = new Map<string, Map<number, number>>();
+const OFFSET_CACHE_LIMIT = 50_000;
+
 /** Local minus UTC at an instant, in milliseconds: +3,600,000 for Berlin in winter. */
 export function offsetAt(instant: number, timeZone: string): number {
+  const minute = Math.floor(instant / 60_000);
+  let byMinute = offsetCache.get(timeZone);
+  if (!byMinute) offsetCache.set(timeZone, (byMinute = new Map()));
+  let offset = byMinute.get(minute);
+  if (offset === undefined) {
+    if (byMinute.size >= OFFSET_CACHE_LIMIT) byMinute.clear();
+    offset = formatOffset(minute * 60_000, timeZone);
+    byMinute.set(minute, offset);
+  }
+  return offset;
+}
+
+function formatOffset(instant: number, timeZone: string): number {
   const whole = Math.floor(instant / 1000) * 1000;
   const parts: Record<string, number> = {};
   for (const p of formatter(timeZone).formatToParts(new Date(whole))) {
