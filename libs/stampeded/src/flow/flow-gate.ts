@@ -20,11 +20,11 @@ interface QueueView {
   verdict: 'steady' | 'rush' | 'hold';
   paused: boolean;
   maxRunning: number | null;
-  /** Claimed plus executing across the fleet when the planner decided. */
+  /** Claimed plus executing across the fleet, counted when this view was read. */
   running: number | null;
   /** Live workers that claim from the queue: the free room is split between them. */
   workers: number;
-  /** This worker's jobs of the queue when it first looked after the decision. */
+  /** This worker's jobs of the queue when `running` was counted. */
   baseline?: number;
 }
 
@@ -65,6 +65,15 @@ export class FlowGate {
   private readonly admitted = new Set<string>();
   private readonly claimedIds = new Set<string>();
   private readonly probes = new Set<string>();
+  /** The worker's count of its own jobs per queue, as last handed to room(). */
+  private readonly inFlightOf = new Map<string, () => number>();
+  /**
+   * Jobs that left the worker's hands but whose outcome is not yet written:
+   * still 'executing' in the database, so still counted against max_running.
+   * Leaving them out let each worker claim replacements while completions
+   * were in flight, and the fleet ran at 5-10x the cap (measured).
+   */
+  private readonly awaitingOutcome = new Map<string, { queue: string; since: number }>();
   private timer?: NodeJS.Timeout;
   private refreshing?: Promise<void>;
 
@@ -102,19 +111,22 @@ export class FlowGate {
       ]);
       const queues = new Map<string, QueueView>();
       for (const r of verdicts) {
+        const isFresh = r.fresh === true && r.decided_at !== null;
         // A verdict older than the freshness window is steady, so a dead
         // planner degrades to round robin; an operator's pause is not the
         // planner's to lose, and holds however old it is.
-        const fresh = r.fresh === true;
         queues.set(r.queue, {
-          verdict: r.paused ? 'hold' : fresh ? r.verdict : 'steady',
+          verdict: r.paused ? 'hold' : isFresh ? r.verdict : 'steady',
           paused: r.paused === true,
-          maxRunning: fresh ? r.max_running : null,
-          running: fresh ? r.running : null,
+          maxRunning: r.max_running,
+          running: r.live_running,
           workers: Math.max(1, Number(r.workers ?? 1)),
+          baseline: this.mine(r.queue, this.inFlightOf.get(r.queue)),
         });
       }
       this.queues = queues;
+      // An outcome that never came (the job was lost or cancelled) stops counting after a while.
+      for (const [id, entry] of this.awaitingOutcome) if (Date.now() - entry.since > 10_000) this.awaitingOutcome.delete(id);
       const now = Date.now();
       this.breakers = new Map(
         breakers.map((r) => [r.destination, { state: r.state, failures: r.failures, openUntil: now + Number(r.open_ms), reason: null }]),
@@ -138,20 +150,37 @@ export class FlowGate {
 
   /**
    * How many more jobs of the queue this worker may hold. 0 while paused.
-   * With max_running, the room the planner saw free is split between the
-   * queue's live workers, on top of what this worker already held then -- so
-   * a worker reuses its own finished slots at once, and the fleet stays near
-   * the cap between planner ticks.
+   * With max_running, the room free at the last read (a live count, not the
+   * planner's) is split between the queue's live workers, on top of what this
+   * worker held then -- so a worker reuses its own finished slots at once, and
+   * the planner's 'hold' for max_running is for the dashboard: the worker's
+   * own count is fresher.
    */
   room(queue: string, inFlight: () => number): number {
     const view = this.queues.get(queue);
     if (!view) return Infinity;
     if (view.paused) return 0;
     if (view.maxRunning === null || view.running === null) return view.verdict === 'hold' ? 0 : Infinity;
-    const mine = inFlight();
+    this.inFlightOf.set(queue, inFlight);
+    const mine = this.mine(queue, inFlight)!;
     view.baseline ??= mine;
-    const share = Math.ceil(Math.max(0, view.maxRunning - view.running) / view.workers);
+    // Over the cap, the share is negative: each worker gives up its part of the excess as its jobs finish.
+    const free = view.maxRunning - view.running;
+    const share = free >= 0 ? Math.ceil(free / view.workers) : -Math.ceil(-free / view.workers);
     return Math.max(0, view.baseline + share - mine);
+  }
+
+  /** A queue whose room this gate counts: the worker claims it one statement at a time. */
+  capped(queue: string): boolean {
+    const view = this.queues.get(queue);
+    return view !== undefined && (view.paused || view.maxRunning !== null);
+  }
+
+  private mine(queue: string, inFlight: (() => number) | undefined): number | undefined {
+    if (!inFlight) return undefined;
+    let n = inFlight();
+    for (const entry of this.awaitingOutcome.values()) if (entry.queue === queue) n++;
+    return n;
   }
 
   /** Tenants this worker holds its share of, while others wait: the claim passes over their jobs. */
@@ -270,12 +299,18 @@ export class FlowGate {
 
   /** A job left this worker's hands: finished, refused or given back. */
   settled(job: Job): void {
+    if (this.queues.get(job.queue)?.maxRunning != null) this.awaitingOutcome.set(job.id, { queue: job.queue, since: Date.now() });
     if (job.tenantId === null || !this.config.fairness) return;
     if (this.claimedIds.delete(job.id)) decrement(this.claimedByTenant, job.tenantId);
     if (this.admitted.delete(job.id)) decrement(this.runningByTenant, job.tenantId);
   }
 
   /** A handler threw. Returns the failure to record: a breaker's doing is deferred, not failed. */
+  /** The job's outcome is written (or was not ours to write). */
+  recorded(job: Job): void {
+    this.awaitingOutcome.delete(job.id);
+  }
+
   async failed(job: Job, err: unknown, failure: FailureRecord): Promise<FailureRecord> {
     const destination = job.destination;
     const probe = this.probes.delete(job.id);
@@ -313,6 +348,7 @@ export class FlowGate {
 
   /** A job completed: a probe's success closes its breaker; any success clears the count of recent failures. */
   completed(job: Job): void {
+    this.awaitingOutcome.delete(job.id);
     const destination = job.destination;
     if (!destination) return;
     const probe = this.probes.delete(job.id);

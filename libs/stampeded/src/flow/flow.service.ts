@@ -49,6 +49,7 @@ function toBreaker(r: Record<string, any>): Breaker {
 export class FlowService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   readonly config: FlowConfig;
   private readonly gates = new Set<FlowGate>();
+  private declared?: Promise<void>;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -59,11 +60,19 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /** Writes the policies declared with registerQueue({ policy }); a deploy's declaration wins over an earlier setPolicy. */
-  async onApplicationBootstrap(): Promise<void> {
-    for (const name of this.queues.names()) {
-      const policy = this.queues.get(name)?.policy;
-      if (policy !== undefined) await this.setPolicy(name, policy);
-    }
+  onApplicationBootstrap(): Promise<void> {
+    return this.declarePolicies();
+  }
+
+  /** Once, before this process's worker reads the verdicts: its first claims already know the caps. */
+  private declarePolicies(): Promise<void> {
+    this.declared ??= (async () => {
+      for (const name of this.queues.names()) {
+        const policy = this.queues.get(name)?.policy;
+        if (policy !== undefined) await this.setPolicy(name, policy);
+      }
+    })();
+    return this.declared;
   }
 
   async setPolicy(queue: string, policy: QueuePolicy): Promise<QueuePolicyRow> {
@@ -121,6 +130,7 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
 
   /** A worker's view of flow control; started before the worker claims anything. Internal: the worker orchestrator calls it. */
   async gateFor(workerId: string, queues: string[], concurrency: number): Promise<FlowGate> {
+    await this.declarePolicies();
     const gate = new FlowGate(this.db, this.config, workerId, queues, concurrency);
     await gate.start();
     this.gates.add(gate);

@@ -77,13 +77,18 @@ export const WRITE_VERDICTS = sql(
 /**
  * A worker's view of the verdicts on its queues. Freshness is judged by the
  * database's clock, so a worker with a drifting clock reads the same verdicts
- * as its neighbours.
+ * as its neighbours. A capped queue's claimed-plus-executing count is read
+ * here too, live: the planner's count is up to a planner interval old, and
+ * workers that each added their claims since to it overshot the cap 4x.
  */
 export const READ_VERDICTS = sql(
   'flow_read_verdicts',
-  `SELECT queue, verdict, max_running, running,
+  `SELECT queue, verdict, max_running, running, decided_at,
           (${operatorHold()}) AS paused,
           (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh,
+          CASE WHEN max_running IS NOT NULL THEN
+            (SELECT count(*)::int FROM stampeded_jobs j
+              WHERE j.queue = p.queue AND j.state IN ('claimed', 'executing')) END AS live_running,
           (SELECT count(*)::int FROM stampeded_workers w
             WHERE p.queue = ANY (w.queues) AND w.last_heartbeat > now() - make_interval(secs => $2::float8 / 1000)) AS workers
      FROM stampeded_queue_policies p

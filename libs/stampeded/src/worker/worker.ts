@@ -332,6 +332,7 @@ export class Worker {
     });
     this.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
     if (owned) this.config.flow?.completed(job);
+    else this.config.flow?.recorded(job);
     return owned ? 'completed' : 'lost';
   }
 
@@ -408,6 +409,7 @@ export class Worker {
       this.logger.error(`could not record failure of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
       return { owned: false } as const;
     });
+    this.config.flow?.recorded(job);
     if (!result.owned) {
       this.emit('lost', job, { error: failure.error, failureKind: failure.kind });
       return 'lost';
