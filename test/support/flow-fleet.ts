@@ -7,7 +7,8 @@ export interface FlowProcessConfig {
   url: string;
   stampeded?: Record<string, unknown>;
   queues?: Record<string, unknown>[];
-  failUntil?: number;
+  /** While this file exists, the 'call' task's destination is down. */
+  downFile?: string;
 }
 
 /** A worker process of test/fixtures/flow-process.mjs, reporting JSON lines. */

@@ -97,6 +97,12 @@ export class FlowGate {
     await this.refreshing;
   }
 
+  /** A read that starts after this call: what was written before it is seen. */
+  async refreshNow(): Promise<void> {
+    await this.refreshing;
+    await this.refresh();
+  }
+
   refresh(): Promise<void> {
     this.refreshing ??= this.read().finally(() => (this.refreshing = undefined));
     return this.refreshing;

@@ -79,6 +79,7 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
     requireName(queue, QUEUE_NAME_REQUIRED('FlowService.setPolicy()'));
     const { maxRunning, maxWaitSecs } = validateQueuePolicy(`FlowService.setPolicy(${JSON.stringify(queue)})`, policy);
     const [row] = await this.db.query(UPSERT_POLICY, [queue, maxRunning, maxWaitSecs]);
+    await this.refreshGates();
     return toPolicy(row);
   }
 
@@ -100,12 +101,14 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
     requireName(queue, QUEUE_NAME_REQUIRED('FlowService.pause()'));
     requireName(by?.by, 'FlowService.pause(): say who pauses the queue, as { by: "name" }');
     const [row] = await this.db.query(SET_VERDICT, [queue, 'hold', `paused by ${by.by}${by.reason ? `: ${by.reason}` : ''}`]);
+    await this.refreshGates();
     return toPolicy(row);
   }
 
   async resume(queue: string, by: { by?: string } = {}): Promise<QueuePolicyRow> {
     requireName(queue, QUEUE_NAME_REQUIRED('FlowService.resume()'));
     const [row] = await this.db.query(SET_VERDICT, [queue, 'steady', `resumed by ${by.by ?? 'an operator'}`]);
+    await this.refreshGates();
     return toPolicy(row);
   }
 
@@ -118,6 +121,7 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
     requireName(destination, DESTINATION_REQUIRED('FlowService.openBreaker()'));
     const ms = options.for === undefined ? 5 * 60_000 : durationMs('openBreaker({ for })', options.for, INVALID_FLOW_OPTION);
     await this.db.query(BREAKER_TRIP, [destination, ms, options.by ?? 'operator', options.reason ?? 'opened by an operator']);
+    await this.refreshGates();
     return (await this.breakers()).find((b) => b.destination === destination)!;
   }
 
@@ -125,6 +129,7 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
   async closeBreaker(destination: string): Promise<boolean> {
     requireName(destination, DESTINATION_REQUIRED('FlowService.closeBreaker()'));
     const rows = await this.db.query(BREAKER_RESET, [destination]);
+    await this.refreshGates();
     return rows[0]?.closed === true;
   }
 
@@ -135,6 +140,15 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
     await gate.start();
     this.gates.add(gate);
     return gate;
+  }
+
+  /**
+   * This process's workers see a change at once; every other process within
+   * its refreshInterval (default 1 s).
+   */
+  private async refreshGates(): Promise<void> {
+    if (this.declared === undefined && this.gates.size === 0) return;
+    await Promise.all([...this.gates].map((g) => g.refreshNow()));
   }
 
   async beforeApplicationShutdown(): Promise<void> {
