@@ -66,6 +66,8 @@ const DEADLINE_SWEEP_MS = 100;
 const AUTO_PREFETCH_WINDOW_MS = 200;
 /** The most jobs prefetch 'auto' claims ahead. */
 const AUTO_PREFETCH_MAX = 1000;
+/** Claim statements one worker runs at once. */
+const MAX_PARALLEL_CLAIMS = 2;
 
 export class JobAbortedError extends Error {
   override name = 'JobAbortedError';
@@ -181,18 +183,25 @@ export class Worker {
       do {
         this.wakeRequested = false;
         while (!this.stopping) {
-          const queue = this.pickQueue();
-          if (queue === undefined) break;
-          const limit = Math.min(this.room(), this.queueRoom(queue), this.config.claimBatchSize);
-          const jobs = await this.claim(queue, limit);
-          if (jobs.length < limit) this.emptyQueues.add(queue);
-          if (this.stopping) {
-            // Claimed while shutdown began: give them straight back.
-            await Promise.all(jobs.map((job) => this.giveBack(job)));
-            break;
+          // Up to MAX_PARALLEL_CLAIMS claims at once when the buffer wants more
+          // than one claim can take: a batch of no-op jobs runs in a
+          // millisecond and its claim takes tens, so one claim at a time left
+          // the worker idle most of the time (bench/RESULTS.md).
+          const claims: Promise<void>[] = [];
+          let reserved = 0;
+          while (claims.length < MAX_PARALLEL_CLAIMS) {
+            const queue = this.pickQueue(reserved);
+            if (queue === undefined) break;
+            const capped = this.config.queueConcurrency.has(queue) || this.config.flow?.capped(queue) === true;
+            if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
+            const limit = Math.min(this.room() - reserved, this.queueRoom(queue), this.config.claimBatchSize);
+            if (limit <= 0) break;
+            reserved += limit;
+            claims.push(this.claimInto(queue, limit));
+            if (capped) break;
           }
-          this.buffer.push(...jobs);
-          this.startBuffered();
+          if (!claims.length) break;
+          await Promise.all(claims);
         }
       } while (this.wakeRequested && !this.stopping);
       this.claimFailures = 0;
@@ -208,9 +217,22 @@ export class Worker {
     }
   }
 
-  /** Round robin over the queues that may have work and have room. */
-  private pickQueue(): string | undefined {
-    if (this.room() <= 0) return undefined;
+  /** Claims up to `limit` jobs of one queue into the buffer and starts what fits. */
+  private async claimInto(queue: string, limit: number): Promise<void> {
+    const jobs = await this.claim(queue, limit);
+    if (jobs.length < limit) this.emptyQueues.add(queue);
+    if (this.stopping) {
+      // Claimed while shutdown began: give them straight back.
+      await Promise.all(jobs.map((job) => this.giveBack(job)));
+      return;
+    }
+    for (const job of jobs) this.buffer.push(job);
+    this.startBuffered();
+  }
+
+  /** Round robin over the queues that may have work and have room (beyond `reserved` jobs being claimed). */
+  private pickQueue(reserved = 0): string | undefined {
+    if (this.room() - reserved <= 0) return undefined;
     const queues = this.config.queues;
     // A queue whose head waited past max_wait_secs is claimed from first, until it runs dry.
     const rushed = this.config.flow?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.queueRoom(q) > 0);
