@@ -13,7 +13,7 @@ export const version = require('../../libs/stampeded/package.json').version;
 
 /** Stampeded's own defaults: nothing is tuned for the benchmark. */
 export function settings({ concurrency }) {
-  return { concurrency, prefetch: 'default (= concurrency)', claimBatchSize: 'default', completionBatchSize: 'default', poolSize: 'default (10)' };
+  return { concurrency, prefetch: "default (auto: ~200 ms of work, concurrency..1000)", claimBatchSize: "default (500)", completionBatchSize: "default (500)", poolSize: "default (10)" };
 }
 
 export async function install(url) {
@@ -26,6 +26,14 @@ export async function createQueues(url, queues) {
   try {
     // One partition per queue, as registerQueue() provisions it.
     for (const q of queues) await client.query('SELECT stampeded_create_queue($1)', [q]);
+    // Diagnosis only, never a valid configuration: STAMPEDED_BENCH_NO_COUNTERS=1
+    // switches the counter triggers off, to measure what they cost.
+    if (process.env.STAMPEDED_BENCH_NO_COUNTERS) {
+      for (const q of queues) {
+        const part = `stampeded_jobs_${q.replace(/[^a-zA-Z0-9_]/g, '_')}`;
+        for (const t of ['ins', 'upd', 'del']) await client.query(`ALTER TABLE ${part} DISABLE TRIGGER stampeded_count_${t}_trg`);
+      }
+    }
   } finally {
     await client.end();
   }
