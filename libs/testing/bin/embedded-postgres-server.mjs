@@ -43,8 +43,31 @@ async function stop(code) {
   process.exit(code);
 }
 
+// A restart keeps the data folder and the port: what an operator's restart,
+// a failover to the same address or a crash and recovery look like to the
+// clients. 'fast' is a clean shutdown (SIGINT: sessions are ended, a
+// checkpoint is written); 'immediate' is a crash (SIGQUIT: no checkpoint, the
+// next start replays the WAL).
+async function restart({ mode = 'fast', downMs = 0 } = {}) {
+  try {
+    const server = pg.process;
+    await new Promise((resolve) => {
+      server.once('exit', resolve);
+      server.kill(mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
+    });
+    pg.process = undefined;
+    process.send({ down: true });
+    if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
+    await pg.start();
+    process.send({ restarted: true });
+  } catch (err) {
+    process.send({ restarted: false, error: `${err?.message ?? err}\n${log.join('')}` });
+  }
+}
+
 process.on('message', (message) => {
   if (message === 'stop') void stop(0);
+  else if (message?.restart) void restart(message.restart);
 });
 // The parent died or closed the channel: never leave an orphaned server behind.
 process.on('disconnect', () => void stop(0));
@@ -61,7 +84,8 @@ try {
     port,
     user: 'postgres',
     password,
-    persistent: false,
+    // Kept across a restart; stop() removes the whole folder itself.
+    persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     onLog: (line) => {
       log.push(String(line));

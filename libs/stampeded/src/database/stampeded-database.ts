@@ -2,6 +2,8 @@ import pg from 'pg';
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import { qualify, quoteIdent, type Statement } from '../sql/statement.js';
 
+function ignoreError(): void {}
+
 /** SQLSTATEs worth one more try: the transaction lost a race, not an argument. */
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
 
@@ -60,6 +62,12 @@ export class StampededDatabase {
 
   async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // The pool listens for a client's 'error' only while it is idle: a
+    // connection cut while a transaction held it (pg_terminate_backend, a
+    // restarted server) was an 'error' event with no listener, which ended
+    // the process. The statement in flight fails with the error all the same.
+    // Found by the fault suite (test/chaos.e2e-spec.ts).
+    client.on('error', ignoreError);
     try {
       await client.query('BEGIN');
       const result = await work(client);
@@ -69,6 +77,7 @@ export class StampededDatabase {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
     } finally {
+      client.off('error', ignoreError);
       client.release();
     }
   }

@@ -18,6 +18,8 @@ export interface JobRunHooks {
 
 const logger = new Logger('Stampeded');
 
+function ignoreError(): void {}
+
 export function createJobContext(
   db: StampededDatabase,
   workerId: string,
@@ -63,6 +65,9 @@ export function createJobContext(
         if (notice.severity === 'WARNING') logger.warn(`job ${job.id} (${job.task}): ${notice.message}`);
       };
       client.on('notice', onNotice);
+      // A checked-out client has no 'error' listener of the pool's: a cut
+      // connection would otherwise end the process (see StampededDatabase.transaction).
+      client.on('error', ignoreError);
       try {
         const bound = db.statement(CHECKPOINT);
         const result = await client.query<{ seq: number | null }>({ name: bound.name, text: bound.text, values: [...fence, text] });
@@ -76,6 +81,7 @@ export function createJobContext(
         throw err;
       } finally {
         client.off('notice', onNotice);
+        client.off('error', ignoreError);
         client.release();
       }
     },

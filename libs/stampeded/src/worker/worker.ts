@@ -82,6 +82,16 @@ export class JobAbortedError extends Error {
 export class Worker {
   private readonly logger = new Logger('Stampeded');
   private readonly running = new Map<string, RunningJob>();
+  /**
+   * When each buffered job was claimed, by this process's clock. A job's
+   * deadline counts from its claim, and the database's heartbeat_at says when
+   * in the database's time: compared with Date.now() here, a host whose clock
+   * ran ahead by more than expire_seconds timed out every job the moment it
+   * started (and a smaller skew shortened every timeout by that much), so the
+   * job ran again while its first run went on. Found by the fault suite's
+   * skewed clocks (test/chaos.e2e-spec.ts).
+   */
+  private readonly claimedLocally = new WeakMap<Job, number>();
   private readonly buffer: Job[] = [];
   private readonly emptyQueues = new Set<string>();
   private readonly recorder: OutcomeRecorder;
@@ -249,12 +259,15 @@ export class Worker {
   async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
     if (limit <= 0) return [];
     const workerId = this.config.workerId;
+    // Before the statement is sent: the deadline errs early, never late.
+    const sentAt = Date.now();
     // Tenants at their share in this worker are passed over while others wait.
     const skip = this.config.flow?.skipTenants();
     const rows = skip?.length
       ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, skip])
       : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
     const jobs = rows.map((row) => toClaimedJob(row, workerId));
+    for (const job of jobs) this.claimedLocally.set(job, sentAt);
     this.config.flow?.claimed(jobs);
     return jobs;
   }
@@ -331,7 +344,7 @@ export class Worker {
         return this.recordFailure(job, failure);
       }
     }
-    this.armDeadline(entry, job.heartbeatAt ? new Date(job.heartbeatAt).getTime() : Date.now());
+    this.armDeadline(entry, this.claimedLocally.get(job) ?? Date.now());
     const ctx = createJobContext(this.db, this.config.workerId, job, () => this.signalOf(entry), {
       onAlive: () => this.armDeadline(entry, Date.now()),
       onLost: (reason) => this.abandon(entry, 'lost', reason),

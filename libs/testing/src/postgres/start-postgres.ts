@@ -8,6 +8,19 @@ export interface StartedPostgres {
   /** Where the server came from, for logs and skipped-test messages. */
   provider: 'url' | 'testcontainers' | 'embedded';
   stop(): Promise<void>;
+  /**
+   * Stops the server and starts it again on the same data folder and port,
+   * for tests of what clients do when their database goes away and comes
+   * back. Embedded servers only (undefined for the others).
+   */
+  restart?(options?: RestartOptions): Promise<void>;
+}
+
+export interface RestartOptions {
+  /** `'fast'`: a clean shutdown (the default). `'immediate'`: as a crash; the start replays the WAL. */
+  mode?: 'fast' | 'immediate';
+  /** How long the server stays down, in milliseconds. */
+  downMs?: number;
 }
 
 export interface StartPostgresOptions {
@@ -117,6 +130,20 @@ async function startEmbedded(options: StartPostgresOptions): Promise<StartedPost
   return {
     url: ready.url,
     provider: 'embedded',
+    restart: (restartOptions: RestartOptions = {}) =>
+      new Promise<void>((resolve, reject) => {
+        const onMessage = (message: { restarted?: boolean; error?: string }) => {
+          if (message.restarted === undefined) return;
+          child.off('message', onMessage);
+          child.unref();
+          if (message.restarted) resolve();
+          else reject(new Error(`embedded PostgreSQL did not restart: ${message.error ?? 'no reason given'}`));
+        };
+        // Held open while the restart is under way, as stop() is.
+        child.ref();
+        child.on('message', onMessage);
+        child.send({ restart: restartOptions });
+      }),
     stop: () =>
       (stopped ??= new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();
