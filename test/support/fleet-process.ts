@@ -78,8 +78,12 @@ export class FleetProcess {
     return this.events.some((e) => e.event === event && match(e));
   }
 
-  /** Resolves with the first event that matches, past or future; rejects at the deadline or if the process exits first. */
-  waitFor(event: string, match: (e: FleetEvent) => boolean = () => true, timeoutMs = 20_000): Promise<FleetEvent> {
+  /**
+   * Resolves with the first event that matches, past or future; rejects at
+   * the deadline or if the process exits first. The deadline is generous: a
+   * Nest process takes seconds to boot on a CI machine busy with other suites.
+   */
+  waitFor(event: string, match: (e: FleetEvent) => boolean = () => true, timeoutMs = 60_000): Promise<FleetEvent> {
     return new Promise((resolve, reject) => {
       const check = () => {
         const found = this.events.find((e) => e.event === event && match(e));
