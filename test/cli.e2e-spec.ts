@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { QueueService, Task, UnrecoverableError, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { runCli } from './support/cli.js';
+import { cli, spawnCli } from './support/cli.js';
 import { buildProgram } from '../apps/cli/src/cli.program.js';
 
 @Task('charge', { queue: 'billing', deadLetterQueue: 'billing-dead' })
@@ -37,27 +37,27 @@ describe('stampeded CLI', () => {
   });
 
   it('refuses with one line and exit code 3 before Stampeded is installed, and migrate installs it', async () => {
-    const before = await runCli(url, ['status']);
+    const before = await spawnCli(url, ['status']);
     expect(before.code).toBe(3);
     expect(before.stderr.trim().split('\n')).toEqual([expect.stringMatching(/not installed in schema "public".*stampeded migrate/)]);
 
-    const migrated = await runCli(url, ['migrate']);
+    const migrated = await spawnCli(url, ['migrate']);
     expect(migrated.code).toBe(0);
     expect(migrated.stdout).toMatch(/schema "public" migrated to version \d+/);
     // Progress, one line per migration, on stderr.
     expect(migrated.stderr).toMatch(/applied migration 1 \(seed\)/);
 
-    const again = await runCli(url, ['migrate', '--json']);
+    const again = await spawnCli(url, ['migrate', '--json']);
     expect(again.code).toBe(0);
     expect(again.json()).toMatchObject({ schema: 'public', applied: [] });
   });
 
   it('installs into another schema with --schema', async () => {
-    expect((await runCli(url, ['migrate', '--schema', 'ops'])).code).toBe(0);
-    const status = await runCli(url, ['status', '--schema', 'ops', '--json']);
+    expect((await cli(url, ['migrate', '--schema', 'ops'])).code).toBe(0);
+    const status = await cli(url, ['status', '--schema', 'ops', '--json']);
     expect(status.code).toBe(0);
     expect(status.json()).toMatchObject({ schema: 'ops', queues: [] });
-    expect((await runCli(url, ['status', '--schema', 'nowhere'])).code).toBe(3);
+    expect((await cli(url, ['status', '--schema', 'nowhere'])).code).toBe(3);
   });
 
   it('says in one line what is wrong with the connection, with exit codes a script can trust', async () => {
@@ -67,14 +67,14 @@ describe('stampeded CLI', () => {
     badLogin.password = 'wrong';
     badLogin.username = 'nobody';
     const [refused, missing, denied, notUrl, none, badLimit, badState, badInterval] = await Promise.all([
-      runCli('postgres://u:secret@127.0.0.1:1/db', ['status']),
-      runCli(noDb.toString(), ['status']),
-      runCli(badLogin.toString(), ['status']),
-      runCli('not a url', ['status']),
-      runCli(undefined, ['status']),
-      runCli(url, ['jobs', 'list', '--limit', 'lots']),
-      runCli(url, ['jobs', 'list', '--state', 'sleeping']),
-      runCli(url, ['prune', '--failed-older-than', 'banana']),
+      spawnCli('postgres://u:secret@127.0.0.1:1/db', ['status']),
+      spawnCli(noDb.toString(), ['status']),
+      spawnCli(badLogin.toString(), ['status']),
+      spawnCli('not a url', ['status']),
+      spawnCli(undefined, ['status']),
+      spawnCli(url, ['jobs', 'list', '--limit', 'lots']),
+      spawnCli(url, ['jobs', 'list', '--state', 'sleeping']),
+      spawnCli(url, ['prune', '--failed-older-than', 'banana']),
     ]);
     expect(refused.code).toBe(3);
     expect(refused.stderr).toMatch(/^stampeded: Cannot connect to PostgreSQL at 127\.0\.0\.1:1: connection refused\..*\n$/);
@@ -97,11 +97,11 @@ describe('stampeded CLI', () => {
   it('has --help for every command', async () => {
     // The binary once, for its exit code; every command's help in-process,
     // where it costs nothing (a spawn is a second on a busy CI machine).
-    const root = await runCli(url, ['--help']);
+    const root = await spawnCli(url, ['--help']);
     expect(root.code).toBe(0);
     expect(root.stdout).toMatch(/^Usage: stampeded/);
-    expect((await runCli(url, ['dlq', 'redrive', '--help'])).code).toBe(0);
-    const program = buildProgram();
+    expect((await cli(url, ['dlq', 'redrive', '--help'])).code).toBe(0);
+    const program = buildProgram({ stdout: { write: () => true }, stderr: { write: () => true }, env: {} });
     const paths = [['migrate'], ['status'], ['jobs', 'list'], ['jobs', 'show'], ['jobs', 'retry'], ['jobs', 'cancel'], ['jobs', 'discard'], ['schedules', 'list'], ['schedules', 'pause'], ['schedules', 'resume'], ['schedules', 'trigger'], ['queues', 'pause'], ['queues', 'resume'], ['health'], ['prune'], ['dlq', 'redrive']];
     for (const path of paths) {
       let command = program;
@@ -137,10 +137,10 @@ describe('stampeded CLI', () => {
     });
 
     it('status shows jobs per queue and state from the counters', async () => {
-      const human = await runCli(url, ['status']);
+      const human = await cli(url, ['status']);
       expect(human.code).toBe(0);
       expect(human.stdout).toMatch(/^mail\s+7\s+0\s+0\s+0\s+0\s+0\s+0\s+steady/m);
-      const json = (await runCli(url, ['status', '--json'])).json();
+      const json = (await cli(url, ['status', '--json'])).json();
       const billing = json.queues.find((q: any) => q.queue === 'billing');
       expect(billing.counts).toMatchObject({ discarded: 3, available: 0 });
       expect(json.queues.find((q: any) => q.queue === 'billing-dead').counts.available).toBe(3);
@@ -151,7 +151,7 @@ describe('stampeded CLI', () => {
       let after: string | null = null;
       let pages = 0;
       do {
-        const run = await runCli(url, ['jobs', 'list', '--queue', 'mail', '--limit', '3', '--json', ...(after ? ['--after', after] : [])]);
+        const run = await cli(url, ['jobs', 'list', '--queue', 'mail', '--limit', '3', '--json', ...(after ? ['--after', after] : [])]);
         expect(run.code).toBe(0);
         const page = run.json();
         seen.push(...page.jobs.map((j: any) => j.id));
@@ -161,52 +161,52 @@ describe('stampeded CLI', () => {
       expect(pages).toBe(3);
       expect(seen.sort()).toEqual([...pending].sort());
 
-      const acme = (await runCli(url, ['jobs', 'list', '--tenant', 'acme', '--json'])).json();
+      const acme = (await cli(url, ['jobs', 'list', '--tenant', 'acme', '--json'])).json();
       expect(acme.jobs).toHaveLength(3);
-      const failed = (await runCli(url, ['jobs', 'list', '--queue', 'billing', '--state', 'discarded', '--task', 'charge', '--json'])).json();
+      const failed = (await cli(url, ['jobs', 'list', '--queue', 'billing', '--state', 'discarded', '--task', 'charge', '--json'])).json();
       expect(failed.jobs).toHaveLength(2);
-      const human = await runCli(url, ['jobs', 'list', '--queue', 'mail', '--limit', '2']);
+      const human = await cli(url, ['jobs', 'list', '--queue', 'mail', '--limit', '2']);
       expect(human.stdout).toMatch(/^ID\s+QUEUE\s+TASK\s+STATE/);
       expect(human.stdout).toMatch(/next page: --after \S+/);
     });
 
     it('shows, retries, cancels and discards one job, exiting 1 when the job is missing or unchanged', async () => {
       const [id] = pending;
-      const shown = await runCli(url, ['jobs', 'show', id, '--json']);
+      const shown = await cli(url, ['jobs', 'show', id, '--json']);
       expect(shown.code).toBe(0);
       expect(shown.json()).toMatchObject({ id, queue: 'mail', task: 'send', state: 'available' });
-      expect((await runCli(url, ['jobs', 'show', id])).stdout).toMatch(/args:\s+\{"i":\d\}/);
+      expect((await cli(url, ['jobs', 'show', id])).stdout).toMatch(/args:\s+\{"i":\d\}/);
 
-      const cancelled = await runCli(url, ['jobs', 'cancel', id]);
+      const cancelled = await cli(url, ['jobs', 'cancel', id]);
       expect(cancelled.code).toBe(0);
       expect(cancelled.stdout).toMatch(/available -> cancelled/);
-      const twice = await runCli(url, ['jobs', 'cancel', id]);
+      const twice = await cli(url, ['jobs', 'cancel', id]);
       expect(twice.code).toBe(1);
       expect(twice.stderr).toMatch(/is cancelled: cancel did nothing/);
 
-      const retried = await runCli(url, ['jobs', 'retry', id, '--json']);
+      const retried = await cli(url, ['jobs', 'retry', id, '--json']);
       expect(retried.code).toBe(0);
       expect(retried.json()).toMatchObject({ previousState: 'cancelled', state: 'available' });
 
-      const discarded = await runCli(url, ['jobs', 'discard', pending[1]]);
+      const discarded = await cli(url, ['jobs', 'discard', pending[1]]);
       expect(discarded.code).toBe(0);
       const { rows } = await sql.query(`SELECT state, last_error FROM stampeded_jobs WHERE id = $1`, [pending[1]]);
       expect(rows[0]).toMatchObject({ state: 'discarded', last_error: expect.stringMatching(/discarded by .*stampeded CLI/) });
 
-      const unknown = await runCli(url, ['jobs', 'show', '01a2372e-0000-7000-8000-000000000000']);
+      const unknown = await cli(url, ['jobs', 'show', '01a2372e-0000-7000-8000-000000000000']);
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toMatch(/No job with id/);
-      expect((await runCli(url, ['jobs', 'retry', 'not-a-uuid'])).code).toBe(2);
+      expect((await cli(url, ['jobs', 'retry', 'not-a-uuid'])).code).toBe(2);
     });
 
     it('holds and releases a queue through its verdict', async () => {
-      const paused = await runCli(url, ['queues', 'pause', 'mail', '--reason', 'deploying']);
+      const paused = await cli(url, ['queues', 'pause', 'mail', '--reason', 'deploying']);
       expect(paused.code).toBe(0);
       let { rows } = await sql.query(`SELECT verdict, reason, decided_at FROM stampeded_queue_policies WHERE queue = 'mail'`);
       expect(rows[0]).toMatchObject({ verdict: 'hold', reason: expect.stringMatching(/^paused by .*: deploying$/) });
       expect(rows[0].decided_at).toBeInstanceOf(Date);
-      expect((await runCli(url, ['status'])).stdout).toMatch(/^mail\s.*\shold/m);
-      expect((await runCli(url, ['queues', 'resume', 'mail'])).code).toBe(0);
+      expect((await cli(url, ['status'])).stdout).toMatch(/^mail\s.*\shold/m);
+      expect((await cli(url, ['queues', 'resume', 'mail'])).code).toBe(0);
       ({ rows } = await sql.query(`SELECT verdict FROM stampeded_queue_policies WHERE queue = 'mail'`));
       expect(rows[0].verdict).toBe('steady');
     });
@@ -215,26 +215,26 @@ describe('stampeded CLI', () => {
       await sql.query(
         `INSERT INTO stampeded_schedules (key, queue, task, cron_expr, timezone, next_run_at) VALUES ('nightly', 'mail', 'digest', '0 3 * * *', 'Europe/Paris', '2030-01-01T02:00:00Z')`,
       );
-      const list = await runCli(url, ['schedules', 'list']);
+      const list = await cli(url, ['schedules', 'list']);
       expect(list.code).toBe(0);
       expect(list.stdout).toMatch(/^nightly\s+mail\s+digest\s+0 3 \* \* \*\s+2030-01-01 03:00:00\s+Europe\/Paris\s+no/m);
-      expect((await runCli(url, ['schedules', 'pause', 'nightly'])).code).toBe(0);
+      expect((await cli(url, ['schedules', 'pause', 'nightly'])).code).toBe(0);
       expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].paused).toBe(true);
-      expect((await runCli(url, ['schedules', 'list', '--json'])).json()[0]).toMatchObject({ key: 'nightly', paused: true });
-      expect((await runCli(url, ['schedules', 'resume', 'nightly'])).code).toBe(0);
+      expect((await cli(url, ['schedules', 'list', '--json'])).json()[0]).toMatchObject({ key: 'nightly', paused: true });
+      expect((await cli(url, ['schedules', 'resume', 'nightly'])).code).toBe(0);
       expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].paused).toBe(false);
-      const triggered = await runCli(url, ['schedules', 'trigger', 'nightly', '--json']);
+      const triggered = await cli(url, ['schedules', 'trigger', 'nightly', '--json']);
       expect(triggered.code).toBe(0);
       const { rows: fired } = await sql.query(`SELECT queue, task, state FROM stampeded_jobs WHERE id = $1`, [triggered.json().job.id]);
       expect(fired[0]).toEqual({ queue: 'mail', task: 'digest', state: 'available' });
       expect((await sql.query(`SELECT next_run_at FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].next_run_at).toEqual(new Date('2030-01-01T02:00:00Z'));
-      const missing = await runCli(url, ['schedules', 'pause', 'weekly']);
+      const missing = await cli(url, ['schedules', 'pause', 'weekly']);
       expect(missing.code).toBe(1);
       expect(missing.stderr).toMatch(/No schedule with key "weekly"/);
     });
 
     it('redrives a dead-letter queue by task or fingerprint, with a dry run that moves nothing', async () => {
-      const dry = await runCli(url, ['dlq', 'redrive', 'billing-dead', '--dry-run', '--json']);
+      const dry = await cli(url, ['dlq', 'redrive', 'billing-dead', '--dry-run', '--json']);
       expect(dry.code).toBe(0);
       expect(dry.json()).toMatchObject({ dryRun: true, moved: 3, bySource: [{ sourceQueue: 'billing', task: 'charge', jobs: 2 }, { sourceQueue: 'billing', task: 'refund', jobs: 1 }] });
       expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'billing-dead'`)).rowCount).toBe(3);
@@ -242,7 +242,7 @@ describe('stampeded CLI', () => {
       // The two declined cards share a fingerprint: the card numbers are normalised out.
       const { rows: fp } = await sql.query(`SELECT DISTINCT encode(error_fingerprint, 'hex') AS fp FROM stampeded_jobs WHERE queue = 'billing' AND task = 'charge'`);
       expect(fp).toHaveLength(1);
-      const byFingerprint = await runCli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', fp[0].fp, '--batch-size', '1']);
+      const byFingerprint = await cli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', fp[0].fp, '--batch-size', '1']);
       expect(byFingerprint.code).toBe(0);
       expect(byFingerprint.stdout).toMatch(/moved 2 job\(s\) from billing-dead/);
       expect(byFingerprint.stderr).toMatch(/redriven 1 jobs\nredriven 2 jobs/);
@@ -255,20 +255,20 @@ describe('stampeded CLI', () => {
         { task: 'charge', args: { card: '4242' }, state: 'available', attempt: 0, dead_letter_queue: 'billing-dead', source_id: null },
       ]);
 
-      const byTask = await runCli(url, ['dlq', 'redrive', 'billing-dead', '--task', 'refund', '--json']);
+      const byTask = await cli(url, ['dlq', 'redrive', 'billing-dead', '--task', 'refund', '--json']);
       expect(byTask.json()).toMatchObject({ moved: 1 });
       expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'billing-dead'`)).rowCount).toBe(0);
-      const counts = (await runCli(url, ['status', '--json'])).json().queues;
+      const counts = (await cli(url, ['status', '--json'])).json().queues;
       expect(counts.find((q: any) => q.queue === 'billing').counts.available).toBe(3);
       expect(counts.find((q: any) => q.queue === 'billing-dead')?.counts.available ?? 0).toBe(0);
-      expect((await runCli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', 'zz'])).code).toBe(2);
+      expect((await cli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', 'zz'])).code).toBe(2);
     });
 
     it('prunes finished jobs in batches, with progress', async () => {
       await sql.query(
         `INSERT INTO stampeded_jobs (queue, task, state, finished_at) SELECT 'mail', 'old', 'completed', now() - interval '2 hours' FROM generate_series(1, 5)`,
       );
-      const pruned = await runCli(url, ['prune', '--batch-size', '2', '--json']);
+      const pruned = await cli(url, ['prune', '--batch-size', '2', '--json']);
       expect(pruned.code).toBe(0);
       expect(pruned.json()).toMatchObject({ jobs: 5 });
       expect(pruned.stderr).toMatch(/pruned 2 jobs\npruned 4 jobs\npruned 5 jobs/);
@@ -276,12 +276,12 @@ describe('stampeded CLI', () => {
     });
 
     it('health exits 0 on a sound install and 1 when a partition lost its counter trigger', async () => {
-      const healthy = await runCli(url, ['health']);
+      const healthy = await cli(url, ['health']);
       expect({ code: healthy.code, out: healthy.stdout.split('\n').slice(0, 4) }).toMatchObject({ code: 0 });
       expect(healthy.stdout).toMatch(/^healthy/);
       await sql.query(`SELECT stampeded_create_queue('broken')`);
       await sql.query(`DROP TRIGGER stampeded_count_ins_trg ON stampeded_jobs_broken`);
-      const sick = await runCli(url, ['health', '--json']);
+      const sick = await cli(url, ['health', '--json']);
       expect(sick.code).toBe(1);
       expect(sick.json()).toMatchObject({ healthy: false, problems: [expect.stringMatching(/stampeded_jobs_broken \(broken\) lacks its counter trigger/)] });
     });

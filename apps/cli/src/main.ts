@@ -1,31 +1,11 @@
 #!/usr/bin/env node
-import { CommanderError } from 'commander';
-import { buildProgram } from './cli.program.js';
-import { CliError, EXIT } from './connection/cli-errors.js';
-import { InspectorInputError } from '@stampeded/dashboard/inspector';
+import { runCli } from './cli.run.js';
 
-const program = buildProgram();
-// Commander's own exits (help, version, usage errors) come back here, so that
-// every exit code is one of ours.
-program.exitOverride();
-for (const command of program.commands.flatMap((c) => [c, ...c.commands])) command.exitOverride();
+// `stampeded jobs list | head` closes the pipe early: that is the reader's
+// choice, not an error to crash on.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw err;
+});
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    process.exitCode = err.exitCode === 0 ? EXIT.ok : EXIT.usage;
-  } else if (err instanceof CliError) {
-    process.stderr.write(`stampeded: ${err.message}\n`);
-    process.exitCode = err.exitCode;
-  } else if (err instanceof InspectorInputError) {
-    process.stderr.write(`stampeded: ${err.message}\n`);
-    process.exitCode = EXIT.usage;
-  } else {
-    const e = err as { message?: string; code?: string };
-    process.stderr.write(`stampeded: ${(e.message ?? String(err)).split('\n')[0]}${e.code ? ` (SQLSTATE ${e.code})` : ''}\n`);
-    // Class 22 is PostgreSQL refusing a value the user typed (an interval
-    // such as --failed-older-than banana): a usage error, not a failure.
-    process.exitCode = e.code?.startsWith('22') ? EXIT.usage : EXIT.failed;
-  }
-}
+process.exitCode = await runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env });

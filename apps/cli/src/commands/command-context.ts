@@ -1,15 +1,28 @@
 import type { Command } from 'commander';
 import { userInfo } from 'node:os';
 import { connect, type CliConnection } from '../connection/cli-connection.js';
+import type { CliIo } from '../output/output.js';
 
 export interface GlobalOptions {
   url?: string;
   schema: string;
   json?: boolean;
+  io: CliIo;
+}
+
+/** Each program's io, by its root command: two runs in one process (the tests) never share one. */
+const ioByProgram = new WeakMap<Command, CliIo>();
+
+export function bindIo(program: Command, io: CliIo): void {
+  ioByProgram.set(program, io);
 }
 
 export function globals(command: Command): GlobalOptions {
-  return command.optsWithGlobals() as GlobalOptions;
+  let root = command;
+  while (root.parent) root = root.parent;
+  const io = ioByProgram.get(root);
+  if (!io) throw new Error('stampeded: the program was built without its io (use buildProgram(io)).');
+  return { ...(command.optsWithGlobals() as Omit<GlobalOptions, 'io'>), io };
 }
 
 /** Runs `work` with a checked connection, and always closes it: a CLI that hangs on an open pool is a broken CLI. */
@@ -36,8 +49,8 @@ export async function latestVersion(): Promise<number> {
 }
 
 /** Who did it, for the reasons an operator's actions leave behind. */
-export function operatorName(): string {
-  let user = process.env.USER ?? process.env.LOGNAME;
+export function operatorName(env: Record<string, string | undefined>): string {
+  let user = env.USER ?? env.LOGNAME;
   try {
     user ??= userInfo().username;
   } catch {

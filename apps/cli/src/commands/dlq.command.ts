@@ -15,8 +15,8 @@ export function registerDlq(program: Command): void {
     .option('--batch-size <n>', 'copies moved per statement', positiveInt('--batch-size'), 1000)
     .action((queue: string, opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const result = await inspector.redrive(queue, { ...opts, onProgress: (n) => progress(`redriven ${n} jobs`) });
-        endProgress();
+        const result = await inspector.redrive(queue, { ...opts, onProgress: (n) => progress(options.io, `redriven ${n} jobs`) });
+        endProgress(options.io);
         emit(options, result, () => {
           const verb = result.dryRun ? 'would move' : 'moved';
           const lines = [`${verb} ${result.moved} job(s) from ${queue}`];

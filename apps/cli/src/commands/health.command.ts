@@ -31,7 +31,7 @@ export function registerHealth(program: Command): void {
             table(['PARTITION', 'QUEUE', 'NOTIFY TRIGGER', 'COUNTER TRIGGER'], health.partitions.map((p) => [p.partition, p.queue, p.has_notify, p.has_counts])),
           ].join('\n'),
         );
-        if (!healthy) process.exitCode = EXIT.failed;
+        if (!healthy) options.io.exitCode = EXIT.failed;
       }),
     );
 }

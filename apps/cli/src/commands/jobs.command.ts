@@ -71,7 +71,7 @@ export function registerJobs(program: Command): void {
               ? await inspector.retry(id, opts.queue)
               : action === 'cancel'
                 ? await inspector.cancel(id, opts.queue)
-                : await inspector.discard(id, opts.queue, operatorName());
+                : await inspector.discard(id, opts.queue, operatorName(options.io.env));
           if (!result) throw new CliError(JOB_NOT_FOUND(id), EXIT.failed);
           if (!result.changed) throw new CliError(NOT_CHANGED(action, id, result.state), EXIT.failed);
           emit(options, result, () => `job ${id} (${result.queue}): ${result.previousState} -> ${result.state}`);

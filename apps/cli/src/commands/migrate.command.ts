@@ -19,7 +19,7 @@ export function registerMigrate(program: Command): void {
       try {
         applied = await migrate(url.toString(), {
           schema: options.schema,
-          onApplied: (m) => progress(`applied migration ${m.version} (${m.name})`),
+          onApplied: (m) => progress(options.io, `applied migration ${m.version} (${m.name})`),
         });
       } catch (err) {
         const message = (err as Error).message ?? '';

@@ -12,8 +12,8 @@ export function registerPrune(program: Command): void {
     .option('--batch-size <n>', 'rows deleted per statement', positiveInt('--batch-size'), 10_000)
     .action((opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const result = await inspector.prune({ ...opts, onProgress: (n) => progress(`pruned ${n} jobs`) });
-        endProgress();
+        const result = await inspector.prune({ ...opts, onProgress: (n) => progress(options.io, `pruned ${n} jobs`) });
+        endProgress(options.io);
         emit(options, result, () => `pruned ${result.jobs} jobs and ${result.occurrences} schedule occurrences`);
       }),
     );

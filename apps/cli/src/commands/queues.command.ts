@@ -12,7 +12,7 @@ export function registerQueues(program: Command): void {
     .option('--reason <why>', 'why, recorded beside who paused it')
     .action((queue: string, opts: { reason?: string }, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const row = await inspector.pauseQueue(queue, operatorName(), opts.reason);
+        const row = await inspector.pauseQueue(queue, operatorName(options.io.env), opts.reason);
         emit(options, row, () => `queue ${queue} held (${row.reason})`);
       }),
     );
@@ -23,7 +23,7 @@ export function registerQueues(program: Command): void {
     .argument('<queue>', 'the queue')
     .action((queue: string, _opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const row = await inspector.resumeQueue(queue, operatorName());
+        const row = await inspector.resumeQueue(queue, operatorName(options.io.env));
         emit(options, row, () => `queue ${queue} resumed`);
       }),
     );

@@ -9,6 +9,7 @@ const REQUIRED_SERVER_VERSION_NUM = 180000;
 export interface ConnectionOptions {
   url?: string;
   schema: string;
+  io: { env: Record<string, string | undefined> };
 }
 
 export interface CliConnection {
@@ -19,7 +20,7 @@ export interface CliConnection {
 
 /** The URL to use, from --url or DATABASE_URL, checked for shape before anything connects. */
 export function resolveUrl(options: ConnectionOptions): URL {
-  const raw = options.url ?? process.env.DATABASE_URL;
+  const raw = options.url ?? options.io.env.DATABASE_URL;
   if (!raw) throw new CliError(NO_URL(), EXIT.usage);
   let url: URL;
   try {

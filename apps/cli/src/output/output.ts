@@ -1,13 +1,23 @@
 import { CliError, EXIT } from '../connection/cli-errors.js';
 import { BAD_NUMBER } from '../cli.messages.js';
 
+/** Where a run of the CLI reads its environment and writes: the process's own, or a test's. */
+export interface CliIo {
+  stdout: { write(text: string): unknown; isTTY?: boolean };
+  stderr: { write(text: string): unknown; isTTY?: boolean };
+  env: Record<string, string | undefined>;
+  /** Set by a command that printed its result but must still exit non-zero (health). */
+  exitCode?: number;
+}
+
 export interface OutputOptions {
   json?: boolean;
+  io: CliIo;
 }
 
 /** Writes a command's result: JSON for scripts with --json, otherwise the human rendering. */
 export function emit(options: OutputOptions, data: unknown, human: () => string): void {
-  process.stdout.write(options.json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
+  options.io.stdout.write(options.json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
 }
 
 /**
@@ -15,13 +25,13 @@ export function emit(options: OutputOptions, data: unknown, human: () => string)
  * a terminal one line is rewritten in place; in a pipe or a log each update
  * is its own line.
  */
-export function progress(message: string): void {
-  if (process.stderr.isTTY) process.stderr.write(`\r\x1b[K${message}`);
-  else process.stderr.write(`${message}\n`);
+export function progress(io: CliIo, message: string): void {
+  if (io.stderr.isTTY) io.stderr.write(`\r\x1b[K${message}`);
+  else io.stderr.write(`${message}\n`);
 }
 
-export function endProgress(): void {
-  if (process.stderr.isTTY) process.stderr.write('\n');
+export function endProgress(io: CliIo): void {
+  if (io.stderr.isTTY) io.stderr.write('\n');
 }
 
 /** A plain text table: a header, a rule, and one line per row, columns padded to their widest cell. */
