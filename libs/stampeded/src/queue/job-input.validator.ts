@@ -208,6 +208,11 @@ export function buildJobRow(
   let runAt: string | null = null;
   if (options.runAt !== undefined) {
     if (!(options.runAt instanceof Date) || Number.isNaN(options.runAt.getTime())) fail(where, 'runAt', `must be a valid Date, got ${describe(options.runAt)}`);
+    // PostgreSQL reads a year past 9999 in ISO form ("+275760-...") as a
+    // time zone and fails with an error that names neither the job nor the
+    // option. Found by the bad-input tests (test/bad-input.e2e-spec.ts).
+    const year = options.runAt.getUTCFullYear();
+    if (year < 1 || year > 9999) fail(where, 'runAt', `must be a date from year 1 to 9999, got ${options.runAt.toISOString()}`);
     runAt = options.runAt.toISOString();
   }
   if (options.delayMs !== undefined) {
@@ -256,8 +261,26 @@ export function buildJobRow(
     backoff_max_ms: maxMs,
     max_interruptions: merged.maxInterruptions ?? SCHEMA_DEFAULTS.maxInterruptions,
     max_deferrals: merged.maxDeferrals ?? SCHEMA_DEFAULTS.maxDeferrals,
-    dedup_scope: dedupScope,
+    dedup_scope: dedupScope === null ? null : toStoredDedupScope(dedupScope),
     dedup_period: dedupPeriod,
     dead_letter_queue: merged.deadLetterQueue ?? null,
   };
+}
+
+/**
+ * The schema's dedup_key hashes `dedup_scope::bytea`, and that cast reads
+ * backslashes as escapes: a scope with a lone backslash failed the enqueue
+ * ("invalid input syntax for type bytea"), and "\x41" hashed as "A", so two
+ * different scopes shared one key. Stored with each backslash doubled, the
+ * cast reads back exactly the scope's own bytes; a scope without a backslash
+ * is stored as it is, so existing keys are unchanged. Found by the bad-input
+ * tests (test/bad-input.e2e-spec.ts).
+ */
+export function toStoredDedupScope(scope: string): string {
+  return scope.replace(/\\/g, '\\\\');
+}
+
+/** The scope as the user gave it, from the stored column. */
+export function fromStoredDedupScope(stored: string | null): string | null {
+  return stored === null ? null : stored.replace(/\\\\/g, '\\');
 }

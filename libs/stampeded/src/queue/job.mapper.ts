@@ -1,4 +1,5 @@
 import type { Job } from '../interfaces/job.interface.js';
+import { fromStoredDedupScope } from './job-input.validator.js';
 
 /** A stampeded_jobs row as node-postgres returns it. */
 export type JobRowResult = Record<string, any>;
@@ -31,7 +32,7 @@ export function toJob(row: JobRowResult): Job {
     backoffMaxMs: row.backoff_max_ms,
     claimedBy: row.claimed_by,
     claimedAt: row.claimed_at,
-    dedupScope: row.dedup_scope,
+    dedupScope: fromStoredDedupScope(row.dedup_scope),
     dedupPeriod: row.dedup_period,
     failureKind: row.failure_kind,
     lastError: row.last_error,
@@ -80,7 +81,7 @@ export function toClaimedJob(row: JobRowResult, workerId: string): Job {
     claimedBy: workerId,
     // Set to the same instant as heartbeat_at by the claim.
     claimedAt: row.heartbeat_at,
-    dedupScope: row.dedup_scope,
+    dedupScope: fromStoredDedupScope(row.dedup_scope),
     dedupPeriod: row.dedup_period,
     failureKind: row.failure_kind,
     lastError: row.last_error,
