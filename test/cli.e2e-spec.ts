@@ -4,6 +4,7 @@ import { QueueService, Task, UnrecoverableError, type TaskHandler } from '@stamp
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
 import { cli, spawnCli } from './support/cli.js';
+import { startPostgres17 } from './support/older-postgres.js';
 import { buildProgram } from '../apps/cli/src/cli.program.js';
 
 @Task('charge', { queue: 'billing', deadLetterQueue: 'billing-dead' })
@@ -17,6 +18,15 @@ class Charge implements TaskHandler<{ card: string }> {
 class Refund implements TaskHandler {
   async handle() {
     throw new UnrecoverableError('gateway timeout');
+  }
+}
+
+async function sqlOn(url: string, text: string) {
+  const client = await sqlClient(url);
+  try {
+    return await client.query(text);
+  } finally {
+    await client.end();
   }
 }
 
@@ -92,6 +102,21 @@ describe('stampeded CLI', () => {
     expect(badState.stderr).toMatch(/state must be one of/);
     expect(badInterval.code).toBe(2);
     expect(badInterval.stderr).toMatch(/invalid input syntax for type interval: "banana"/);
+  });
+
+  it('refuses PostgreSQL 17 in one line, for migrate and for every other command, writing nothing', async () => {
+    const pg17 = await startPostgres17();
+    try {
+      for (const command of [['migrate'], ['status'], ['jobs', 'list']]) {
+        const run = await cli(pg17.url, command);
+        expect(run.code).toBe(3);
+        expect(run.stderr).toMatch(/^stampeded: Stampeded needs PostgreSQL 18 or newer, but the server is PostgreSQL 17\.\d+\. .*Nothing was changed\.\n$/);
+      }
+      const { rows } = await sqlOn(pg17.url, `SELECT count(*)::int AS n FROM pg_class WHERE relname LIKE 'stampeded%'`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await pg17.stop();
+    }
   });
 
   it('has --help for every command', async () => {
