@@ -190,6 +190,8 @@ describe('dashboard', () => {
       const health = await (await get('/stampeded/api/health')).json();
       expect(health.server.num).toBeGreaterThanOrEqual(180000);
       expect(health.partitions.length).toBeGreaterThan(0);
+      // The app's own StampededModule leads maintenance.
+      expect(health.maintenanceLeader).toBe(true);
     });
 
     it('pauses and resumes a queue and a schedule', async () => {

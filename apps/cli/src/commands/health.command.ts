@@ -19,6 +19,7 @@ export function registerHealth(program: Command): void {
             problems.push(`partition ${p.partition} (${p.queue}) lacks its ${!p.has_counts ? 'counter' : 'notify'} trigger: its counts or wake-ups are wrong`);
           }
         }
+        if (!health.maintenanceLeader) warnings.push('no process leads maintenance: dead workers are not reaped, nothing is pruned');
         for (const v of health.vacuum) if (v.needs_vacuum) warnings.push(`${v.relname} needs vacuum: ${v.dead_tuples} dead tuples over ${v.live_tuples} live`);
         for (const i of health.indexes) if (i.sparse) warnings.push(`index ${i.indexname} is sparse (${Number(i.per_page).toFixed(1)} entries a page): REINDEX CONCURRENTLY it`);
         const healthy = problems.length === 0;

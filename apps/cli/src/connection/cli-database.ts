@@ -11,7 +11,10 @@ import type { InspectorDatabase } from '@stampeded/dashboard/inspector';
 export class CliDatabase implements InspectorDatabase {
   private readonly pool: pg.Pool;
 
-  constructor(connectionString: string, schema: string) {
+  constructor(
+    connectionString: string,
+    readonly schema: string,
+  ) {
     this.pool = new pg.Pool({
       connectionString,
       max: 2,

@@ -4,7 +4,7 @@ import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, RETRY_JOB, THR
 import { QUEUE_COUNTS, QUEUE_STATE, SET_QUEUE_VERDICT } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
-import { INDEX_DENSITY, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
+import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
 import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../sql/dead-letters.sql.js';
 import { BAD_CURSOR, BAD_FILTER, BAD_FINGERPRINT, NOT_A_JOB_ID } from '../dashboard.messages.js';
@@ -12,6 +12,8 @@ import { BAD_CURSOR, BAD_FILTER, BAD_FINGERPRINT, NOT_A_JOB_ID } from '../dashbo
 /** What the inspector needs of a database: StampededDatabase fits. */
 export interface InspectorDatabase {
   query<Row extends QueryResultRow = QueryResultRow>(statement: Statement, values?: unknown[]): Promise<Row[]>;
+  /** The schema Stampeded is installed in. */
+  readonly schema: string;
 }
 
 export const STATES = ['available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'] as const;
@@ -228,15 +230,18 @@ export class StampededInspector {
     vacuum: Record<string, unknown>[];
     indexes: Record<string, unknown>[];
     partitions: Record<string, unknown>[];
+    /** Whether a process holds this schema's maintenance leader lock now. */
+    maintenanceLeader: boolean;
   }> {
-    const [[server], migrations, vacuum, indexes, partitions] = await Promise.all([
+    const [[server], migrations, vacuum, indexes, partitions, [leader]] = await Promise.all([
       this.db.query<{ version: string; num: number }>(SERVER_VERSION),
       this.db.query<{ version: number; name: string; applied_at: Date }>(SCHEMA_VERSIONS),
       this.db.query(VACUUM_HEALTH),
       this.db.query(INDEX_DENSITY),
       this.db.query(PARTITION_HEALTH),
+      this.db.query<{ present: boolean }>(MAINTENANCE_LEADER, [this.db.schema]),
     ]);
-    return { server, migrations, vacuum, indexes, partitions };
+    return { server, migrations, vacuum, indexes, partitions, maintenanceLeader: leader.present };
   }
 
   /**

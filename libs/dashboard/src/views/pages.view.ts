@@ -160,7 +160,10 @@ export function healthPage(ctx: PageContext, health: Record<string, any>): strin
   ]);
   const sparse = (health.indexes as Record<string, any>[]).filter((i) => i.sparse).map((i) => [esc(i.indexname), esc(i.pages), esc(i.entries), esc(Number(i.per_page).toFixed(1))]);
   const version = Math.max(0, ...(health.migrations as { version: number }[]).map((m) => Number(m.version)));
-  return layout(ctx, '/health', 'Health', `<p>PostgreSQL ${esc(health.server.version)}, schema at migration ${version}.</p>
+  const leader = health.maintenanceLeader
+    ? '<span class="ok">a process leads maintenance</span>'
+    : '<span class="bad">no process leads maintenance: dead workers are not reaped, nothing is pruned</span>';
+  return layout(ctx, '/health', 'Health', `<p>PostgreSQL ${esc(health.server.version)}, schema at migration ${version}; ${leader}.</p>
 <h2>Partitions</h2>${table(['partition', 'queue', 'notify trigger', 'counter trigger'], partitions)}
 <h2>Vacuum</h2>${table(['table', 'live', 'dead', 'dead ratio', 'needs vacuum', 'last autovacuum'], vacuum)}
 <h2>Sparse indexes</h2>${table(['index', 'pages', 'entries', 'per page'], sparse, 'none: every index is dense')}`);
