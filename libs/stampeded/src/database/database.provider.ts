@@ -5,7 +5,7 @@ import type { DataSource } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_NOT_MIGRATED } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { assertServerVersion, LATEST_VERSION, appliedVersions } from '../sql/migrations/migrations.js';
+import { assertSchemaName, assertServerVersion, LATEST_VERSION, appliedVersions } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
 import { StampededDatabase } from './stampeded-database.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
@@ -45,6 +45,7 @@ export function createDatabaseProvider(): Provider {
     useFactory: async (options: StampededModuleOptions, named?: DataSource | null, fallback?: DataSource) => {
       const dataSource = options.dataSource ? (named ?? undefined) : (named ?? fallback);
       const schema = options.schema ?? 'public';
+      assertSchemaName(schema);
       const config: PoolConfig = {
         ...poolConfigFrom(options, dataSource),
         max: options.poolSize ?? 10,

@@ -39,6 +39,23 @@ export async function assertServerVersion(run: SqlRunner): Promise<void> {
 }
 
 /**
+ * Refuses a schema name that PostgreSQL would need quoted. The migrations'
+ * own functions read the schema back unquoted (`current_schema()::regnamespace`),
+ * so a name such as "MyApp", "tenant-1" or one with a quote failed to install
+ * with "invalid name syntax", or would resolve to another schema. Found by
+ * the security tests (test/security.e2e-spec.ts), which install into a schema
+ * named like an injection attempt.
+ */
+export function assertSchemaName(schema: string): void {
+  if (typeof schema !== 'string' || !/^[a-z_][a-z0-9_$]*$/.test(schema) || Buffer.byteLength(schema) > 63) {
+    throw new StampededConfigError(
+      `Schema name ${JSON.stringify(schema)} is not supported: use a plain lower-case identifier ` +
+        `(a-z, 0-9, "_", not starting with a digit, at most 63 bytes), one PostgreSQL never needs quoted.`,
+    );
+  }
+}
+
+/**
  * Applies the migrations up to `upTo` that this schema lacks, inside the
  * caller's transaction, so that a failure leaves nothing half-applied. Safe
  * to call from many processes at once (an advisory lock orders them) and
@@ -51,6 +68,7 @@ export async function applyMigrations(
 ): Promise<MigrationFile[]> {
   await assertServerVersion(run);
   if (options.schema) {
+    assertSchemaName(options.schema);
     await run(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(options.schema)}`);
     // Local to the transaction: the seed creates its objects unqualified.
     await run(`SELECT set_config('search_path', $1, true)`, [quoteIdent(options.schema)]);
