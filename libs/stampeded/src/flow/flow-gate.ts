@@ -189,14 +189,23 @@ export class FlowGate {
     return n;
   }
 
-  /** Tenants this worker holds its share of, while others wait: the claim passes over their jobs. */
-  skipTenants(): string[] {
-    if (!this.config.fairness || this.claimedByTenant.size === 0) return [];
-    const skip: string[] = [];
-    for (const [tenant, claimed] of this.claimedByTenant) {
-      if (this.othersWaiting(tenant) && claimed >= this.share(tenant)) skip.push(tenant);
+  /**
+   * While tenants compete (fairness on, more than one with work): the
+   * tenants with work and with room in this worker, and the most jobs of any
+   * one a claim takes. Undefined otherwise: the plain claim.
+   */
+  tenantClaim(): { tenants: string[]; perTenant: number } | undefined {
+    if (!this.config.fairness) return undefined;
+    let active = 0;
+    for (const view of this.tenants.values()) if (view.waiting || view.fleetRunning > 0) active++;
+    if (active < 2) return undefined;
+    const tenants: string[] = [];
+    // Up to twice the share claimed: one share running, one waiting in the
+    // buffer, so that a finished job's slot does not wait for a claim.
+    for (const [tenant, view] of this.tenants) {
+      if (view.waiting && (this.claimedByTenant.get(tenant) ?? 0) < 2 * this.share(tenant)) tenants.push(tenant);
     }
-    return skip;
+    return { tenants, perTenant: Math.max(1, Math.floor(this.concurrency / active)) };
   }
 
   claimed(jobs: Job[]): void {

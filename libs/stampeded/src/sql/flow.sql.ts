@@ -168,5 +168,5 @@ export const CLAIM_FAIR = sql(
           attempt, max_attempts, attempted_by, interruptions, max_interruptions, deferrals, max_deferrals,
           checkpoint, checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms, dedup_scope, dedup_period,
           failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue, source_attempts, inserted_at
-     FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[])`,
+     FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`,
 );

@@ -261,10 +261,10 @@ export class Worker {
     const workerId = this.config.workerId;
     // Before the statement is sent: the deadline errs early, never late.
     const sentAt = Date.now();
-    // Tenants at their share in this worker are passed over while others wait.
-    const skip = this.config.flow?.skipTenants();
-    const rows = skip?.length
-      ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, skip])
+    // While tenants compete: a few jobs of each tenant with room here.
+    const fair = this.config.flow?.tenantClaim();
+    const rows = fair
+      ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant])
       : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
     const jobs = rows.map((row) => toClaimedJob(row, workerId));
     for (const job of jobs) this.claimedLocally.set(job, sentAt);
