@@ -57,7 +57,6 @@ describe('flow control: a fair share of the running slots per tenant', () => {
         const { rows: states } = await sql.query(
           `SELECT state, count(*)::int AS n, sum(deferrals)::int AS d FROM stampeded_jobs GROUP BY state ORDER BY state`,
         );
-        if (process.env.STAMPEDED_FLOW_DEBUG) process.stderr.write(JSON.stringify(states) + '\n');
         return states.find((r) => r.state === 'completed')?.n === total;
       },
       'every job to complete',
