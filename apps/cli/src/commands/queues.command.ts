@@ -7,7 +7,7 @@ export function registerQueues(program: Command): void {
 
   queues
     .command('pause')
-    .description("hold a queue: writes the verdict 'hold' to its policy row, which workers obey once flow control lands")
+    .description("hold a queue: an operator's 'hold' verdict in its policy row, which the planner keeps and workers obey")
     .argument('<queue>', 'the queue')
     .option('--reason <why>', 'why, recorded beside who paused it')
     .action((queue: string, opts: { reason?: string }, command: Command) =>

@@ -210,9 +210,9 @@ export class StampededInspector {
   }
 
   /**
-   * An operator hold on a queue, as the verdict 'hold' in its policy row. The
-   * worker honours verdicts once the flow-control planner lands; until then
-   * this records the decision and the dashboard shows it.
+   * An operator hold on a queue: the verdict 'hold' with a reason that starts
+   * "paused by", which flow control's planner keeps and its workers obey
+   * however old it is (libs/stampeded/src/sql/flow.sql.ts reads this shape).
    */
   async pauseQueue(queue: string, by: string, why?: string): Promise<Record<string, unknown>> {
     const [row] = await this.db.query(SET_QUEUE_VERDICT, [queue, 'hold', `paused by ${by}${why ? `: ${why}` : ''}`]);
