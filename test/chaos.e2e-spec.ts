@@ -58,7 +58,9 @@ class Fleet {
   }
 
   private spawn(slot: number, extra: { maxOldSpaceMb?: number } = {}): ChaosWorker {
-    const worker = ChaosWorker.start({ url: this.url, stampeded: STAMPEDED, skewMs: SKEWS[slot % SKEWS.length], ...extra });
+    // A heap of 256 MB, so that the leaking handler runs out in a second,
+    // as a container's memory limit would end it.
+    const worker = ChaosWorker.start({ url: this.url, stampeded: STAMPEDED, skewMs: SKEWS[slot % SKEWS.length], maxOldSpaceMb: 256, ...extra });
     this.workers[slot] = worker;
     this.all.push(worker);
     return worker;
@@ -139,11 +141,14 @@ async function phase(fleet: Fleet, sql: pg.Pool, options: PhaseOptions): Promise
     )
   ).rows.map((r) => r.id);
   const faultAt = Date.now();
-  await options.inject();
-  await load.done;
   const timeoutMs = options.timeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
-  const recoveryMs = inFlight.length ? await settled(sql, inFlight, faultAt, timeoutMs) : 0;
+  await options.inject();
+  // Watched while the load goes on: the recovery is when the jobs the fault
+  // caught are done, not when the load ends.
+  const recovered = inFlight.length ? settled(sql, inFlight, faultAt, timeoutMs) : Promise.resolve(0);
+  await load.done;
+  const recoveryMs = await recovered;
   if ((await settled(sql, load.ids, faultAt, Math.max(0, deadline - Date.now()))) === null) {
     // What the stragglers look like, for whoever reads the failure.
     const { rows } = await sql.query(
@@ -324,6 +329,20 @@ describe('fault suite: one database, four workers', () => {
     expectClean(figure);
     await fleet.readyAll();
   }, 120_000);
+
+  (FULL ? it : it.skip)('a handler that leaks memory until its process dies: max_interruptions stops it, the rest run on', async () => {
+    const deathsBefore = fleet.deaths;
+    const { rows } = await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, max_interruptions, dead_letter_queue) VALUES ('chaos', 'leaks', 1, 'chaos-dead') RETURNING id::text`,
+    );
+    const figure = await phase(fleet, sql, { fault: 'a handler that leaks memory', jobs: Math.round(JOBS / 2), inject: async () => {} });
+    await settled(sql, [rows[0].id], Date.now(), 60_000, ['discarded']);
+    const [leaky] = (await sql.query(`SELECT state, failure_kind, interruptions FROM stampeded_jobs WHERE id = $1`, [rows[0].id])).rows;
+    expect(leaky).toEqual({ state: 'discarded', failure_kind: 'worker_missing', interruptions: 2 });
+    expect(fleet.deaths - deathsBefore).toBe(2);
+    expectClean(figure);
+    await fleet.readyAll();
+  }, 180_000);
 });
 
 describe('fault suite: PostgreSQL stopped and restarted mid-run', () => {

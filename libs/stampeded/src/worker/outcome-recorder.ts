@@ -132,7 +132,12 @@ export class OutcomeRecorder {
       try {
         return await write();
       } catch (err) {
-        if (!isConnectionError(err) || Date.now() - started > OUTCOME_RETRY_LIMIT_MS) throw err;
+        // A deadlock or a serialization failure is as passing as a dropped
+        // connection: StampededDatabase.query retries it three times, and a
+        // busy fleet met it a fourth, after which the completion was given up
+        // and the finished job sat 'executing' until its expiry. Found by the
+        // fault suite's injected 40P01/40001 (test/chaos.e2e-spec.ts).
+        if (!(isConnectionError(err) || isTransientConflict(err)) || Date.now() - started > OUTCOME_RETRY_LIMIT_MS) throw err;
         if (attempt === 1) this.logger.warn(`recording an outcome failed (${(err as Error).message}); retrying until the database answers`);
         await new Promise((r) => setTimeout(r, Math.min(5000, 100 * 2 ** attempt)));
       }
@@ -147,4 +152,10 @@ export function isConnectionError(err: unknown): boolean {
   return /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
     e?.message ?? '',
   );
+}
+
+/** A deadlock (40P01) or serialization failure (40001): the statement lost a race; the same statement can win the next. */
+export function isTransientConflict(err: unknown): boolean {
+  const code = (err as { code?: string })?.code;
+  return code === '40P01' || code === '40001';
 }

@@ -6,6 +6,7 @@ import type { JobEvent, JobEventType } from '../interfaces/job-event.interface.j
 import type { Job } from '../interfaces/job.interface.js';
 import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
 import { CLAIM_BATCH } from '../sql/jobs.sql.js';
+import { sql } from '../sql/statement.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { retryDelayMs } from './backoff.js';
 import { createJobContext } from './job-context.js';
@@ -69,6 +70,14 @@ const AUTO_PREFETCH_MAX = 1000;
 /** Claim statements one worker runs at once. */
 const MAX_PARALLEL_CLAIMS = 2;
 
+/** Jobs this worker owns in the database, claimed after `$2` (see releaseUnknownClaims). */
+const UNKNOWN_CLAIMS = sql(
+  'stampeded_unknown_claims',
+  `SELECT id::text AS id, queue, attempt FROM stampeded_jobs
+    WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
+      AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
+);
+
 export class JobAbortedError extends Error {
   override name = 'JobAbortedError';
 }
@@ -92,6 +101,12 @@ export class Worker {
    * skewed clocks (test/chaos.e2e-spec.ts).
    */
   private readonly claimedLocally = new WeakMap<Job, number>();
+  /** Claim statements awaiting their answer. */
+  private claimsInFlight = 0;
+  /** A claim failed on its connection: it may have committed jobs that never reached us. */
+  private unknownClaimsPossible = false;
+  /** The latest claim time (database clock, ms) of any job a claim handed us. */
+  private lastClaimAt = 0;
   private readonly buffer: Job[] = [];
   private readonly emptyQueues = new Set<string>();
   private readonly recorder: OutcomeRecorder;
@@ -190,6 +205,7 @@ export class Worker {
 
   private async fetchLoop(): Promise<void> {
     try {
+      if (this.unknownClaimsPossible) await this.releaseUnknownClaims();
       do {
         this.wakeRequested = false;
         while (!this.stopping) {
@@ -225,6 +241,30 @@ export class Worker {
       clearTimeout(this.retryTimer);
       this.retryTimer = setTimeout(() => this.wake(), delay);
     }
+  }
+
+  /**
+   * A claim whose answer was lost with its connection (a restarted server, a
+   * cut connection) may have committed all the same: its jobs are ours in
+   * the database and unknown here, and sat 'executing' until their
+   * expire_seconds (an hour by default). Found by the fault suite's
+   * PostgreSQL restart (test/chaos.e2e-spec.ts). Once the database answers
+   * and no claim is in flight, they are given back without spending an
+   * attempt. Only jobs claimed after the last one a claim handed us: a job
+   * we did receive, whose outcome may still be on its way, is never among them.
+   */
+  private async releaseUnknownClaims(): Promise<void> {
+    if (this.claimsInFlight > 0) return;
+    const rows = await this.db.query<{ id: string; queue: string; attempt: number }>(UNKNOWN_CLAIMS, [
+      this.config.workerId,
+      new Date(this.lastClaimAt).toISOString(),
+    ]);
+    this.unknownClaimsPossible = false;
+    const known = new Set([...this.running.keys(), ...this.buffer.map((j) => j.id)]);
+    const unknown = rows.filter((r) => !known.has(r.id));
+    if (!unknown.length) return;
+    this.logger.warn(`giving back ${unknown.length} job(s) claimed by a statement whose answer was lost with its connection`);
+    await Promise.all(unknown.map((r) => this.recorder.release({ id: r.id, queue: r.queue, attempt: r.attempt } as Job)));
   }
 
   /** Claims up to `limit` jobs of one queue into the buffer and starts what fits. */
@@ -263,11 +303,24 @@ export class Worker {
     const sentAt = Date.now();
     // While tenants compete: a few jobs of each tenant with room here.
     const fair = this.config.flow?.tenantClaim();
-    const rows = fair
-      ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant])
-      : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
+    let rows;
+    this.claimsInFlight++;
+    try {
+      rows = fair
+        ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant])
+        : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
+    } catch (err) {
+      if (isConnectionError(err)) this.unknownClaimsPossible = true;
+      throw err;
+    } finally {
+      this.claimsInFlight--;
+    }
     const jobs = rows.map((row) => toClaimedJob(row, workerId));
-    for (const job of jobs) this.claimedLocally.set(job, sentAt);
+    for (const job of jobs) {
+      this.claimedLocally.set(job, sentAt);
+      const claimedAt = job.claimedAt ? new Date(job.claimedAt).getTime() : 0;
+      if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
+    }
     this.config.flow?.claimed(jobs);
     return jobs;
   }
