@@ -65,6 +65,7 @@ describe('Prometheus metrics', () => {
     try {
       await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'images' AND finished_at IS NOT NULL`)).rowCount === 5, 'all five to finish');
       await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict) VALUES ('backlog', 'hold')`);
+      await sql.query(`INSERT INTO stampeded_breakers (destination, state, opened_at, open_until) VALUES ('smtp', 'open', now(), now() + interval '1 minute')`);
     } finally {
       await sql.end();
     }
@@ -86,6 +87,8 @@ describe('Prometheus metrics', () => {
     expect(sample(text, 'stampeded_jobs', { queue: 'backlog', state: 'available' })).toBe(1);
     expect(sample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'hold' })).toBe(1);
     expect(sample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'steady' })).toBe(0);
+    expect(sample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'open' })).toBe(1);
+    expect(sample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'closed' })).toBe(0);
   });
 
   it('keeps its metrics in a registry of its own unless given one', async () => {

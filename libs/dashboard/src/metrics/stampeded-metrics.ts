@@ -1,11 +1,14 @@
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
 import type { JobEvent, QueueService, StampededDatabase } from '@stampeded/nestjs';
-import { METRIC_COUNTS, METRIC_VERDICTS } from '../sql/metrics.sql.js';
+import { METRIC_BREAKERS, METRIC_COUNTS, METRIC_VERDICTS } from '../sql/metrics.sql.js';
 
 type PromClient = typeof import('prom-client');
 
 const VERDICTS = ['steady', 'rush', 'hold'] as const;
+const BREAKER_STATES = ['closed', 'open', 'half_open'] as const;
+/** undefined_table: an install older than the migration that adds the table. */
+const UNDEFINED_TABLE = '42P01';
 
 /**
  * Stampeded's Prometheus metrics in one registry: gauges read from the
@@ -59,6 +62,25 @@ export class StampededMetrics {
         this.reset();
         for (const row of await db.query<{ queue: string; verdict: string }>(METRIC_VERDICTS)) {
           for (const verdict of VERDICTS) this.set({ queue: row.queue, verdict }, row.verdict === verdict ? 1 : 0);
+        }
+      },
+    });
+    new client.Gauge({
+      name: `${prefix}breaker_state`,
+      help: "1 for each destination's circuit-breaker state (closed, open, half_open), 0 for the others.",
+      labelNames: ['destination', 'state'],
+      registers,
+      async collect() {
+        this.reset();
+        let rows: { destination: string; state: string }[];
+        try {
+          rows = await db.query<{ destination: string; state: string }>(METRIC_BREAKERS);
+        } catch (err) {
+          if ((err as { code?: string }).code === UNDEFINED_TABLE) return;
+          throw err;
+        }
+        for (const row of rows) {
+          for (const state of BREAKER_STATES) this.set({ destination: row.destination, state }, row.state === state ? 1 : 0);
         }
       },
     });

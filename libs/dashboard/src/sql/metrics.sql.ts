@@ -4,3 +4,6 @@ import { sql } from './statement.js';
 export const METRIC_COUNTS = sql('metrics_counts', `SELECT queue, state, n::float8 AS n FROM stampeded_queue_counts`);
 
 export const METRIC_VERDICTS = sql('metrics_verdicts', `SELECT queue, verdict FROM stampeded_queue_policies`);
+
+/** Circuit breakers per destination (flow control, migration 5): a small table keyed by destination. */
+export const METRIC_BREAKERS = sql('metrics_breakers', `SELECT destination, state FROM stampeded_breakers`);
