@@ -176,7 +176,11 @@ export class FlowGate {
     return Math.max(0, view.baseline + share - mine);
   }
 
-  /** A queue whose room this gate counts: the worker claims it one statement at a time. */
+  /**
+   * A queue whose room this gate counts: the worker claims it one statement
+   * at a time, as it does a queue with a per-process concurrency, so that two
+   * claims sent together do not both take the same room.
+   */
   capped(queue: string): boolean {
     const view = this.queues.get(queue);
     return view !== undefined && (view.paused || view.maxRunning !== null);
@@ -378,8 +382,8 @@ export class FlowGate {
   }
 }
 
-function decrement(counts: Map<string, number>, key: string): void {
-  const n = (counts.get(key) ?? 0) - 1;
+function decrement(counts: Map<string, number>, key: string, by = 1): void {
+  const n = (counts.get(key) ?? 0) - by;
   if (n > 0) counts.set(key, n);
   else counts.delete(key);
 }
