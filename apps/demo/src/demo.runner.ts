@@ -50,6 +50,23 @@ export class DemoRunner {
     await this.printSummary();
   }
 
+  /**
+   * While the demo keeps running: a trickle of new work, so the dashboard's
+   * counts and throughput chart move. Stops with the app.
+   */
+  startTrickle(): () => void {
+    let round = 0;
+    const timer = setInterval(() => {
+      round++;
+      const jobs = Array.from({ length: 5 }, (_, i) => ({ task: SendWelcomeEmail, args: { to: `trickle${round}-${i}@example.com` } }));
+      void this.queue.enqueueMany(jobs).catch(() => {});
+      if (round % 5 === 0) void this.queue.enqueue(ChargeCard, { order: 2000 + round, cents: 1999 }).catch(() => {});
+      if (round % 15 === 0) void this.queue.enqueue(ImportFeed, { url: `https://example.com/feed-${round}.xml` }).catch(() => {});
+    }, 2000);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
   private async waitUntilSettled(): Promise<void> {
     const started = Date.now();
     let lastLine = 0;

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { startPostgres } from '@stampeded/testing';
-import { AppModule } from './app.module.js';
+import { AppModule, demoPassword } from './app.module.js';
 import { DemoRunner } from './demo.runner.js';
 
 /**
@@ -19,20 +19,24 @@ async function main(): Promise<void> {
   process.env.STAMPEDED_DEMO_URL = postgres.url;
 
   const app = await NestFactory.create(AppModule, { logger: ['log', 'warn', 'error'] });
-  app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port, '127.0.0.1');
   logger.log(`demo app listening on http://127.0.0.1:${port}`);
+  logger.log(`dashboard: http://127.0.0.1:${port}/stampeded (user demo, password ${demoPassword()}); metrics: http://127.0.0.1:${port}/metrics`);
 
   let stopping = false;
+  let stopTrickle = () => {};
   const stop = async (code: number) => {
     if (stopping) return;
     stopping = true;
+    stopTrickle();
     await app.close();
     await postgres.stop();
     process.exit(code);
   };
-  // enableShutdownHooks closes the app on SIGINT/SIGTERM; the database must go after it.
+  // Not enableShutdownHooks: it re-raises the signal once the app is closed,
+  // which would end the process before the database it started is stopped.
+  // Here the order is explicit: drain the app, then stop PostgreSQL.
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stop(0));
 
   try {
@@ -42,7 +46,10 @@ async function main(): Promise<void> {
     await stop(1);
   }
   if (once) await stop(0);
-  else logger.log('demo done; still serving and working. Ctrl-C stops it (the worker drains first).');
+  else {
+    stopTrickle = app.get(DemoRunner).startTrickle();
+    logger.log('demo done; still serving, with a trickle of new jobs every 2 s. Ctrl-C stops it (the worker drains first).');
+  }
 }
 
 void main();

@@ -54,4 +54,12 @@ export class GenerateReport implements TaskHandler<{ pages: number }> {
   }
 }
 
-export const DEMO_TASKS = [SendWelcomeEmail, ChargeCard, ImportFeed, ResizeImage, GenerateReport];
+/** A declared schedule: upserted at bootstrap, fired once per occurrence by whichever process gets there first. */
+@Task('queue-digest', { queue: 'reports', schedule: { every: '30s', args: { scope: 'all' } } })
+export class QueueDigest implements TaskHandler<{ scope: string }> {
+  async handle(args: { scope: string }, ctx: JobContext) {
+    logger.log(`digest (${args.scope}) fired: job ${ctx.id.slice(-6)}`);
+  }
+}
+
+export const DEMO_TASKS = [SendWelcomeEmail, ChargeCard, ImportFeed, ResizeImage, GenerateReport, QueueDigest];
