@@ -78,7 +78,18 @@ async function enqueue() {
   return out;
 }
 
-send({ ready: true });
+// Installing runs here too, in a process of its own: the runner may have been
+// started before the library was rebuilt, and a schema migrated by its older
+// copy would not be the one these processes need.
+if (options.mode === 'install') {
+  await system.install(url, options.queues);
+  await system.createQueues(url, options.queues, { unlogged: options.unlogged });
+  send({ result: {} });
+  process.disconnect?.();
+  setTimeout(() => process.exit(0), 200).unref();
+} else {
+  send({ ready: true });
+}
 process.once('message', async (m) => {
   if (m !== 'start') return;
   try {

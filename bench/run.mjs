@@ -10,7 +10,7 @@
 // (embedded, synchronous_commit on). Numbers go to bench/out/ and, with
 // --save, to bench/results/ (JSON and an SVG chart).
 import { fork } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -26,7 +26,9 @@ const option = (name, fallback) => {
 const quick = flag('quick');
 const RUNS = Number(option('runs', quick ? 1 : 3));
 const SYSTEMS = option('systems', 'stampeded,graphile-worker,pg-boss,bullmq').split(',');
-const SCENARIOS = option('scenarios', 'enqueue,process,latency,queues,bloat').split(',');
+const SCENARIOS = option('scenarios', 'enqueue,process,latency,queues,bloat,unlogged').split(',');
+/** Only the scenarios whose label contains this text, e.g. --only "c50, 4p". */
+const ONLY = option('only', '');
 const JOBS = Number(option('jobs', quick ? 10_000 : 50_000));
 const SINGLE_JOBS = Number(option('single-jobs', quick ? 1_000 : 5_000));
 const LATENCY_JOBS = Number(option('latency-jobs', quick ? 150 : 500));
@@ -72,10 +74,10 @@ async function produce(system, url, options) {
 // ---------------------------------------------------------------- databases
 
 let server;
-async function freshDatabase(system, queues) {
+async function freshDatabase(system, queues, { unlogged = false } = {}) {
   const db = await createTestDatabase(server.url, `bench_${system.replace(/\W/g, '_')}`);
-  await systems[system].install(db.url, queues);
-  await systems[system].createQueues(db.url, queues);
+  const installer = spawn(system, db.url, { mode: 'install', queues, unlogged });
+  await installer.result;
   return db;
 }
 
@@ -115,8 +117,8 @@ async function enqueueRun(system, mode, jobs) {
   }
 }
 
-async function processRun(system, { jobs, concurrency, processes, queues = ['bench'], bloat = 0 }) {
-  const db = await freshDatabase(system, queues);
+async function processRun(system, { jobs, concurrency, processes, queues = ['bench'], bloat = 0, unlogged = false }) {
+  const db = await freshDatabase(system, queues, { unlogged });
   try {
     if (bloat) {
       const client = await sqlClient(db.url);
@@ -185,7 +187,9 @@ async function latencyRun(system, jobs) {
 // ---------------------------------------------------------------- plan
 
 const plan = [];
-const add = (scenario, label, unit, better, run, extra = {}) => plan.push({ scenario, label, unit, better, run, ...extra });
+const add = (scenario, label, unit, better, run, extra = {}) => {
+  if (!ONLY || label.includes(ONLY)) plan.push({ scenario, label, unit, better, run, ...extra });
+};
 if (SCENARIOS.includes('enqueue')) {
   add('enqueue', `bulk enqueue ${JOBS}`, 'jobs/s', 'higher', (s) => enqueueRun(s, 'enqueue-bulk', JOBS));
   add('enqueue', `single enqueue ${SINGLE_JOBS}`, 'jobs/s', 'higher', (s) => enqueueRun(s, 'enqueue-single', SINGLE_JOBS));
@@ -210,6 +214,16 @@ if (SCENARIOS.includes('bloat')) {
   add('bloat', `process ${JOBS}, c10, 1p, ${BLOAT_ROWS} finished rows`, 'jobs/s', 'higher', (s) =>
     systems[s].insertFinished ? processRun(s, { jobs: JOBS, concurrency: 10, processes: 1, bloat: BLOAT_ROWS }) : null,
     { concurrency: 10, processes: 1 });
+}
+
+if (SCENARIOS.includes('unlogged')) {
+  // Stampeded only: the schema's per-queue durability switch, with the
+  // counters unlogged too (the schema's notes: unlogging the jobs alone buys nothing).
+  for (const [label, unlogged] of [['logged queue', false], ['UNLOGGED queue + counters', true]]) {
+    add('unlogged', `process ${JOBS}, c10, 1p, ${label}`, 'jobs/s', 'higher', (s) =>
+      systems[s].supportsUnlogged ? processRun(s, { jobs: JOBS, concurrency: 10, processes: 1, unlogged }) : null,
+      { concurrency: 10, processes: 1 });
+  }
 }
 
 // ---------------------------------------------------------------- main
@@ -299,33 +313,37 @@ function summarise(row) {
 // ---------------------------------------------------------------- output
 
 const fmt = (x, unit) => (x === undefined ? '-' : unit === 'ms' ? x.toFixed(1) : Math.round(x).toLocaleString('en-US'));
-const lines = [];
-const header = ['scenario', ...SYSTEMS, 'stampeded / best peer'];
-lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
-const cell = (e, key, unit) => {
-  if (!e) return '-';
-  if (e.notApplicable) return 'n/a';
-  const v = e[key];
-  if (!v) return e.runs.find((r) => r.error) ? 'error' : '-';
-  return `${fmt(v.median, unit)} (${fmt(v.min, unit)}-${fmt(v.max, unit)})${e.timedOut ? '*' : ''}`;
-};
-for (const row of results) {
-  if (row.scenario === 'latency') {
-    for (const p of ['p50', 'p95', 'p99']) {
-      let ratio = '-';
-      const mine = row.systems.stampeded?.[p]?.median;
-      const peers = Object.entries(row.systems).filter(([k, e]) => k !== 'stampeded' && e[p]).map(([, e]) => e[p].median);
-      if (mine !== undefined && peers.length) ratio = `${(Math.min(...peers) / mine).toFixed(2)}x`;
-      lines.push(`| latency ${p} (ms) | ${SYSTEMS.map((s) => cell(row.systems[s], p, 'ms')).join(' | ')} | ${ratio} |`);
+function renderTable(results, SYSTEMS) {
+  const lines = [];
+  const header = ['scenario', ...SYSTEMS, 'stampeded / best peer'];
+  lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
+  const cell = (e, key, unit) => {
+    if (!e) return '-';
+    if (e.notApplicable) return 'n/a';
+    const v = e[key];
+    if (!v) return e.runs.find((r) => r.error) ? 'error' : '-';
+    return `${fmt(v.median, unit)} (${fmt(v.min, unit)}-${fmt(v.max, unit)})${e.timedOut ? '*' : ''}`;
+  };
+  for (const row of results) {
+    if (row.scenario === 'latency') {
+      for (const p of ['p50', 'p95', 'p99']) {
+        let ratio = '-';
+        const mine = row.systems.stampeded?.[p]?.median;
+        const peers = Object.entries(row.systems).filter(([k, e]) => k !== 'stampeded' && e[p]).map(([, e]) => e[p].median);
+        if (mine !== undefined && peers.length) ratio = `${(Math.min(...peers) / mine).toFixed(2)}x`;
+        lines.push(`| latency ${p} (ms) | ${SYSTEMS.map((s) => cell(row.systems[s], p, 'ms')).join(' | ')} | ${ratio} |`);
+      }
+      continue;
     }
-    continue;
+    lines.push(`| ${row.label} (${row.unit}) | ${SYSTEMS.map((s) => cell(row.systems[s], 'value', row.unit)).join(' | ')} | ${row.ratio ? `${row.ratio.toFixed(2)}x vs ${row.fastestPeer}` : '-'} |`);
+    if (row.label.includes('c50, 1p') && row.scenario === 'process') {
+      lines.push(`| worker peak RSS at c50 (MB) | ${SYSTEMS.map((s) => cell(row.systems[s], 'rssPeakMb', 'MB')).join(' | ')} | |`);
+    }
   }
-  lines.push(`| ${row.label} (${row.unit}) | ${SYSTEMS.map((s) => cell(row.systems[s], 'value', row.unit)).join(' | ')} | ${row.ratio ? `${row.ratio.toFixed(2)}x vs ${row.fastestPeer}` : '-'} |`);
-  if (row.label.includes('c50, 1p') && row.scenario === 'process') {
-    lines.push(`| worker peak RSS at c50 (MB) | ${SYSTEMS.map((s) => cell(row.systems[s], 'rssPeakMb', 'MB')).join(' | ')} | |`);
-  }
+  return lines.join('\n');
 }
-const table = lines.join('\n');
+
+const table = renderTable(results, SYSTEMS);
 process.stdout.write(`\nmedian (min-max) of ${RUNS} run(s); ratio > 1 means Stampeded is ahead; * = stopped after ${MAX_SECONDS} s, rate of what finished\n\n${table}\n\n`);
 
 const report = {
@@ -345,7 +363,19 @@ const stamp = report.at.replace(/[:.]/g, '-');
 writeFileSync(here(`./out/results-${stamp}.json`), JSON.stringify(report, null, 2));
 writeFileSync(here(`./out/chart-${stamp}.svg`), drawChart(report));
 log(`wrote bench/out/results-${stamp}.json and chart-${stamp}.svg`);
-if (flag('save')) {
+if (flag('update')) {
+  // Re-measured scenarios replace their rows in the saved results; the rest are kept.
+  const saved = JSON.parse(readFileSync(here('./results/latest.json'), 'utf8'));
+  const fresh = new Map(results.map((r) => [r.label, r]));
+  const merged = saved.results.map((r) => fresh.get(r.label) ?? r);
+  for (const r of results) if (!saved.results.some((x) => x.label === r.label)) merged.push(r);
+  saved.results = merged;
+  saved.updated = [...(saved.updated ?? []), { at: report.at, labels: results.map((r) => r.label), runs: RUNS }];
+  saved.table = renderTable(merged, Object.keys(saved.versions));
+  writeFileSync(here('./results/latest.json'), JSON.stringify(saved, null, 2));
+  writeFileSync(here('./results/chart.svg'), drawChart(saved));
+  process.stdout.write(`\nsaved results with these scenarios replaced:\n\n${saved.table}\n\n`);
+} else if (flag('save')) {
   writeFileSync(here('./results/latest.json'), JSON.stringify(report, null, 2));
   writeFileSync(here('./results/chart.svg'), drawChart(report));
   log('saved to bench/results/latest.json and bench/results/chart.svg');

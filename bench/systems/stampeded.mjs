@@ -20,12 +20,18 @@ export async function install(url) {
   await migrate(url);
 }
 
-export async function createQueues(url, queues) {
+/** The UNLOGGED scenario: a queue partition that a crash empties. */
+export const supportsUnlogged = true;
+
+export async function createQueues(url, queues, { unlogged = false } = {}) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     // One partition per queue, as registerQueue() provisions it.
-    for (const q of queues) await client.query('SELECT stampeded_create_queue($1)', [q]);
+    for (const q of queues) await client.query('SELECT stampeded_create_queue($1, $2)', [q, unlogged]);
+    // The schema's note: an unlogged queue is only fast with unlogged counters
+    // (a derived cache, rebuilt by stampeded_recount_queue), a global choice.
+    if (unlogged) await client.query('ALTER TABLE stampeded_queue_counts SET UNLOGGED');
     // Diagnosis only, never a valid configuration: STAMPEDED_BENCH_NO_COUNTERS=1
     // switches the counter triggers off, to measure what they cost.
     if (process.env.STAMPEDED_BENCH_NO_COUNTERS) {

@@ -220,6 +220,8 @@ export class Worker {
             if (queue === undefined) break;
             const capped = this.config.queueConcurrency.has(queue) || this.config.flow?.capped(queue) === true;
             if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
+            // At a trickle a second claim only races the first for the same few jobs.
+            if (claims.length > 0 && this.prefetch() < this.config.claimBatchSize) break;
             const limit = Math.min(this.room() - reserved, this.queueRoom(queue), this.config.claimBatchSize);
             if (limit <= 0) break;
             reserved += limit;
