@@ -16,6 +16,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 2, name: 'runtime', file: '0002_runtime.sql' },
   { version: 3, name: 'maintenance', file: '0003_maintenance.sql' },
   { version: 5, name: 'flow', file: '0005_flow.sql' },
+  { version: 6, name: 'reliability', file: '0006_reliability.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
