@@ -174,6 +174,24 @@ describe('worker lifecycle', () => {
     await app.close();
   });
 
+  it('a worker found reaped while it runs stops its jobs, records heartbeat_lost, and comes back under its id', async () => {
+    const app = await bootApp(db.url, { providers: [Sleepy], stampeded: { worker: { concurrency: 1, heartbeatIntervalMs: 100 } } });
+    const queue = app.get(QueueService);
+    const workerId = app.get(WorkerOrchestrator).workerId;
+    const { id } = await queue.enqueue('sleepy', { ms: 60_000 }, { backoff: { baseMs: 30000 } });
+    await waitFor(() => app.get(Sleepy).running === 1, 'the handler to run');
+    // What the reaper does to a worker it declared dead: its row goes.
+    await sql.query(`DELETE FROM stampeded_workers WHERE id = $1`, [workerId]);
+    const [job] = await waitFor(async () => {
+      const found = await rows(`SELECT state, failure_kind, interruptions, attempt FROM stampeded_jobs WHERE id = $1`, [id]);
+      return found[0]?.state !== 'executing' && found;
+    }, 'the job to be given up');
+    expect(job).toEqual({ state: 'retryable', failure_kind: 'heartbeat_lost', interruptions: 1, attempt: 1 });
+    expect(app.get(Sleepy).running).toBe(0);
+    await waitFor(async () => (await rows(`SELECT 1 FROM stampeded_workers WHERE id = $1`, [workerId])).length === 1, 'the row to be back');
+    await app.close();
+  });
+
   it('a worker that lost its job records nothing', async () => {
     const app = await bootApp(db.url, { providers: [Sleepy], stampeded: { worker: { concurrency: 1 } } });
     const queue = app.get(QueueService);

@@ -5,6 +5,17 @@ export const REGISTER_WORKER = sql(
   `INSERT INTO stampeded_workers (hostname, pid, queues, metadata) VALUES ($1, $2, $3, $4::jsonb) RETURNING id::text AS id`,
 );
 
-export const HEARTBEAT = sql('stampeded_heartbeat', `SELECT stampeded_heartbeat($1)`);
+/** Answers whether the row is still there: the reaper deletes the rows of workers it declared dead. */
+export const HEARTBEAT = sql(
+  'stampeded_worker_heartbeat',
+  `UPDATE stampeded_workers SET last_heartbeat = now() WHERE id = $1 RETURNING id`,
+);
+
+/** A worker whose row was reaped while it lived comes back under the same id. */
+export const REREGISTER_WORKER = sql(
+  'stampeded_reregister_worker',
+  `INSERT INTO stampeded_workers (id, hostname, pid, queues, metadata) VALUES ($1, $2, $3, $4, $5::jsonb)
+   ON CONFLICT (id) DO UPDATE SET last_heartbeat = now()`,
+);
 
 export const DEREGISTER_WORKER = sql('stampeded_deregister_worker', `DELETE FROM stampeded_workers WHERE id = $1`);

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { hostname } from 'node:os';
 import type { StampededDatabase } from '../database/stampeded-database.js';
-import { DEREGISTER_WORKER, HEARTBEAT, REGISTER_WORKER } from '../sql/workers.sql.js';
+import { DEREGISTER_WORKER, HEARTBEAT, REGISTER_WORKER, REREGISTER_WORKER } from '../sql/workers.sql.js';
 import { sql } from '../sql/statement.js';
 
 const OWNED_JOBS = sql(
@@ -15,9 +15,14 @@ export class WorkerRegistration {
   private timer?: NodeJS.Timeout;
   private failing = false;
 
+  private lastAlive = Date.now();
+  private lostReported = false;
+
   private constructor(
     private readonly db: StampededDatabase,
     readonly workerId: string,
+    private readonly queues: string[],
+    private readonly metadata: Record<string, unknown>,
   ) {}
 
   static async register(
@@ -26,22 +31,39 @@ export class WorkerRegistration {
     metadata: Record<string, unknown>,
   ): Promise<WorkerRegistration> {
     const [{ id }] = await db.query<{ id: string }>(REGISTER_WORKER, [hostname(), process.pid, queues, JSON.stringify(metadata)]);
-    return new WorkerRegistration(db, id);
+    return new WorkerRegistration(db, id, queues, metadata);
   }
 
-  startHeartbeat(intervalMs: number): void {
-    this.timer = setInterval(() => {
-      this.db.query(HEARTBEAT, [this.workerId]).then(
-        () => {
-          if (this.failing) this.logger.log('worker heartbeat restored');
-          this.failing = false;
-        },
-        (err: unknown) => {
-          if (!this.failing) this.logger.warn(`worker heartbeat failed: ${(err as Error).message}`);
-          this.failing = true;
-        },
-      );
-    }, intervalMs);
+  /**
+   * Heartbeats every `intervalMs`. `onLost` is told, once per episode, when
+   * the heartbeat has failed for `lostAfterMs` (the reaper may be about to
+   * give this worker's jobs away) or found the row reaped; a reaped row is
+   * put back, so that the worker goes on under its own id.
+   */
+  startHeartbeat(intervalMs: number, lost?: { afterMs: number; onLost(reason: string): void }): void {
+    this.lastAlive = Date.now();
+    this.timer = setInterval(() => void this.beat(lost), intervalMs);
+  }
+
+  private async beat(lost?: { afterMs: number; onLost(reason: string): void }): Promise<void> {
+    try {
+      const rows = await this.db.query(HEARTBEAT, [this.workerId]);
+      if (rows.length === 0) {
+        lost?.onLost(`worker ${this.workerId} was declared dead by the reaper while it ran (a stall longer than the reaper's threshold)`);
+        await this.db.query(REREGISTER_WORKER, [this.workerId, hostname(), process.pid, this.queues, JSON.stringify(this.metadata)]);
+      }
+      if (this.failing) this.logger.log('worker heartbeat restored');
+      this.failing = false;
+      this.lostReported = false;
+      this.lastAlive = Date.now();
+    } catch (err) {
+      if (!this.failing) this.logger.warn(`worker heartbeat failed: ${(err as Error).message}`);
+      this.failing = true;
+      if (lost && !this.lostReported && Date.now() - this.lastAlive >= lost.afterMs) {
+        this.lostReported = true;
+        lost.onLost(`worker ${this.workerId} could not heartbeat for ${Date.now() - this.lastAlive} ms (${(err as Error).message})`);
+      }
+    }
   }
 
   /**

@@ -16,6 +16,7 @@ import { FlowService } from '../flow/flow.service.js';
 import type { FlowGate } from '../flow/flow-gate.js';
 import { NotificationListener } from './notification-listener.js';
 import { WorkerRegistration } from './worker-registration.js';
+import { resolveMaintenanceConfig } from '../maintenance/maintenance.config.js';
 import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
@@ -91,7 +92,13 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       onConnected: () => this.worker?.wake(),
     });
     await this.listener.start();
-    this.registration.startHeartbeat(options.heartbeatIntervalMs ?? 5000);
+    // Half the reaper's threshold: this worker stops its jobs before the
+    // reaper can hand them to another, so that no job runs twice at once.
+    const reapAfterMs = resolveMaintenanceConfig(this.options.maintenance, options.heartbeatIntervalMs).reapDeadAfterMs;
+    this.registration.startHeartbeat(options.heartbeatIntervalMs ?? 5000, {
+      afterMs: Math.max(reapAfterMs / 2, 2 * (options.heartbeatIntervalMs ?? 5000)),
+      onLost: (reason) => void this.worker?.heartbeatLost(reason),
+    });
     this.worker.start();
     this.logger.log(
       `worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`,

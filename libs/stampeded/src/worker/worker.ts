@@ -470,6 +470,31 @@ export class Worker {
     if (reason === 'lost') this.emit('lost', entry.job, { error: message });
   }
 
+  /**
+   * This worker could not prove it is alive for long enough that the reaper
+   * may give its jobs to another worker, or its row is already gone. Stop
+   * them here first -- two executions of one job at once is worse than an
+   * interrupted one -- and record `heartbeat_lost` for those still ours (an
+   * interruption: the attempt budget is not the job's to lose for it).
+   * Unstarted jobs go back as if never claimed.
+   */
+  async heartbeatLost(message: string): Promise<void> {
+    const buffered = this.buffer.splice(0);
+    const running = [...this.running.values()];
+    if (running.length || buffered.length) {
+      this.logger.warn(`${message}: stopping ${running.length} running job(s) and giving back ${buffered.length} unstarted`);
+    }
+    for (const entry of running) {
+      entry.abortReason = 'lost';
+      this.settle(entry);
+      this.abortSignal(entry, new JobAbortedError(message));
+    }
+    await Promise.all([
+      ...buffered.map((job) => this.giveBack(job)),
+      ...running.map((entry) => this.recordFailure(entry.job, { kind: 'heartbeat_lost', error: message, retryDelayMs: 0 })),
+    ]);
+  }
+
   /** The job was cancelled (by anyone): stop running it; the database already says cancelled. */
   cancelled(jobId: string): void {
     const entry = this.running.get(jobId);
