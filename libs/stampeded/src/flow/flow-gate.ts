@@ -382,8 +382,8 @@ export class FlowGate {
   }
 }
 
-function decrement(counts: Map<string, number>, key: string, by = 1): void {
-  const n = (counts.get(key) ?? 0) - by;
+function decrement(counts: Map<string, number>, key: string): void {
+  const n = (counts.get(key) ?? 0) - 1;
   if (n > 0) counts.set(key, n);
   else counts.delete(key);
 }
