@@ -10,9 +10,10 @@ import {
   StampededModule,
   Task,
   migrate,
+  type JobContext,
   type TaskHandler,
 } from '@stampeded/nestjs';
-import { drain, expectEnqueued, type TestDatabase } from '@stampeded/testing';
+import { TestClock, drain, expectEnqueued, type TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
 
 @Task('noop', { queue: 'emails' })
@@ -172,6 +173,24 @@ describe('StampededModule', () => {
     await expect(bootApp(db.url, { queues: [{ name: 'a-b' }], stampeded: { worker: { enabled: false } } })).rejects.toThrow(
       /Queue "a-b" would use partition stampeded_jobs_a_b, which already holds queue a.b/,
     );
+  });
+
+  it('drain() runs jobs as of the module clock: a TestClock moves past a backoff without sleeping', async () => {
+    @Task('clocked', { queue: 'clockq', maxAttempts: 3, backoff: { baseMs: 30000, maxMs: 60000 } })
+    class Clocked implements TaskHandler {
+      handle(_: object, ctx: JobContext) {
+        if (ctx.attempt === 1) throw new Error('first attempt fails');
+      }
+    }
+    const clock = new TestClock();
+    const app = await bootApp(db.url, { providers: [Clocked], stampeded: { clock, worker: { enabled: false } } });
+    const { id } = await app.get(QueueService).enqueue('clocked', {});
+    expect(await drain(app, { queue: 'clockq' })).toMatchObject({ retrying: 1 });
+    expect(await drain(app, { queue: 'clockq' })).toMatchObject({ completed: 0, retrying: 0 });
+    clock.advance('61s');
+    expect(await drain(app, { queue: 'clockq' })).toMatchObject({ completed: 1 });
+    expect((await app.get(QueueService).getJob(id))?.attempt).toBe(2);
+    await app.close();
   });
 
   it('drain() runs due jobs to their outcome and expectEnqueued() finds pending ones', async () => {

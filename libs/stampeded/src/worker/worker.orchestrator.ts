@@ -153,7 +153,15 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     const worker = this.createWorker(registration.workerId, queues);
     const maxJobs = options.maxJobs ?? 10_000;
     // Far enough ahead for any backoff or runAt, near enough to stay a timestamp.
-    const now = options.withScheduled ? new Date(Date.now() + 100 * 365 * 86_400_000) : null;
+    // With a clock (a TestClock), "due" is as of the clock once it has been
+    // moved ahead: a test moves it past a backoff or a runAt instead of
+    // sleeping. A clock behind real time never hides jobs that are due.
+    const clockNow = this.options.clock?.now().getTime();
+    const now = options.withScheduled
+      ? new Date(Date.now() + 100 * 365 * 86_400_000)
+      : clockNow !== undefined && clockNow > Date.now()
+        ? new Date(clockNow)
+        : null;
     try {
       let claimed = true;
       while (claimed && result.jobs.length < maxJobs) {
