@@ -167,6 +167,15 @@ describe('StampededModule', () => {
     await app.close();
   });
 
+  it('provisions one partition when several processes start together', async () => {
+    const apps = await Promise.all(
+      Array.from({ length: 4 }, () => bootApp(db.url, { queues: [{ name: 'together' }], stampeded: { worker: { enabled: false } } })),
+    );
+    const { rows } = await sql.query(`SELECT count(*)::int AS n FROM pg_class WHERE relname = 'stampeded_jobs_together'`);
+    expect(rows[0].n).toBe(1);
+    await Promise.all(apps.map((a) => a.close()));
+  });
+
   it('refuses a queue whose partition name another queue already holds', async () => {
     const first = await bootApp(db.url, { queues: [{ name: 'a.b' }], stampeded: { worker: { enabled: false } } });
     await first.close();

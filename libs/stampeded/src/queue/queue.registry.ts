@@ -2,7 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { DEFAULT_QUEUE_PARTITION, QUEUE_PARTITION_TAKEN } from '../stampeded.messages.js';
 import { validateJobOptions, validateQueueName } from './job-input.validator.js';
-import { CREATE_QUEUE, PARTITION_NAME, PARTITION_OWNER } from '../sql/queues.sql.js';
+import { CREATE_QUEUE, PARTITION_NAME, PARTITION_OWNER, PROVISION_LOCK } from '../sql/queues.sql.js';
+import type { Statement } from '../sql/statement.js';
+import type { QueryResultRow } from 'pg';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { RegisterQueueOptions } from '../interfaces/stampeded-options.interface.js';
 import { validateQueuePolicy } from '../flow/flow.config.js';
@@ -46,27 +48,39 @@ export class QueueRegistry {
    */
   async provision(db: StampededDatabase): Promise<void> {
     for (const queue of this.queues.values()) {
-      const [{ partition }] = await db.query<{ partition: string }>(PARTITION_NAME, [queue.name]);
-      if (partition === 'stampeded_jobs_default') {
-        if (queue.unlogged) throw new StampededConfigError(DEFAULT_QUEUE_PARTITION(queue.name));
-        continue;
-      }
-      const owner = await db.query<{ queue: string }>(PARTITION_OWNER, [partition]);
-      if (owner.length && owner[0].queue !== queue.name) {
-        throw new StampededConfigError(QUEUE_PARTITION_TAKEN(queue.name, partition, owner[0].queue));
-      }
-      if (owner.length) continue;
-      try {
-        await db.query(CREATE_QUEUE, [queue.name, queue.unlogged ?? false]);
-      } catch (err) {
-        if ((err as { code?: string }).code === '23514') {
-          throw new StampededConfigError(
-            `Queue "${queue.name}" already has jobs in the catch-all partition, so it cannot get a partition of its own now. ` +
-              `Let those jobs finish and be pruned, or register the queue before enqueueing to it.`,
-          );
+      // One process at a time per schema: processes of a fleet start together,
+      // and stampeded_create_queue's "exists?" check and its CREATE are two
+      // steps, so two of them creating one partition raced to "relation
+      // already exists". The lock is the transaction's, released at its end.
+      await db.transaction(async (client) => {
+        const run = async <Row extends QueryResultRow>(statement: Statement, values: unknown[]) => {
+          const bound = db.statement(statement);
+          return (await client.query<Row>({ name: bound.name, text: bound.text, values })).rows;
+        };
+        await run(PROVISION_LOCK, [db.schema]);
+        const [{ partition }] = await run<{ partition: string }>(PARTITION_NAME, [queue.name]);
+        if (partition === 'stampeded_jobs_default') {
+          if (queue.unlogged) throw new StampededConfigError(DEFAULT_QUEUE_PARTITION(queue.name));
+          return;
         }
-        throw err;
-      }
+        const owner = await run<{ queue: string }>(PARTITION_OWNER, [partition]);
+        if (owner.length && owner[0].queue !== queue.name) {
+          throw new StampededConfigError(QUEUE_PARTITION_TAKEN(queue.name, partition, owner[0].queue));
+        }
+        if (owner.length) return;
+        try {
+          await run(CREATE_QUEUE, [queue.name, queue.unlogged ?? false]);
+        } catch (err) {
+          if ((err as { code?: string }).code === '23514') {
+            throw new StampededConfigError(
+              `Queue "${queue.name}" already has jobs in the catch-all partition, so it cannot get a partition of its own now. ` +
+                `Let those jobs finish and be pruned, or register the queue before enqueueing to it.`,
+            );
+          }
+          throw err;
+        }
+      });
     }
   }
+
 }

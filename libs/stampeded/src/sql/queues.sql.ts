@@ -19,3 +19,9 @@ export const PARTITION_NAME = sql(
   'stampeded_partition_name',
   `SELECT 'stampeded_jobs_' || regexp_replace($1::text, '[^a-zA-Z0-9_]', '_', 'g') AS partition`,
 );
+
+/** Serialises partition provisioning within one schema ($1, the schema's name). */
+export const PROVISION_LOCK = sql(
+  'stampeded_provision_lock',
+  `SELECT pg_advisory_xact_lock(hashtextextended('stampeded.provision.' || $1, 0))`,
+);
