@@ -223,12 +223,13 @@ describe('bad input', () => {
       try {
         await migrate(other.url);
         const boot = bootApp(other.url, {
+          via: 'connection',
           stampeded: { worker: { enabled: false }, maintenance: { enabled: false } },
           queues: [{ name: 'billing.eu' }, { name: 'billing-eu' }],
         });
         await expect(boot).rejects.toThrow(StampededConfigError);
         await expect(
-          bootApp(other.url, { stampeded: { worker: { enabled: false }, maintenance: { enabled: false } }, queues: [{ name: 'billing_eu' }] }),
+          bootApp(other.url, { via: 'connection', stampeded: { worker: { enabled: false }, maintenance: { enabled: false } }, queues: [{ name: 'billing_eu' }] }),
         ).rejects.toThrow(/would use partition stampeded_jobs_billing_eu, which already holds queue billing.eu/);
       } finally {
         await other.drop();
@@ -275,7 +276,7 @@ describe('bad input', () => {
 
     it('registerQueue refuses a name too long for a partition, at startup', async () => {
       await expect(
-        bootApp(db.url, { stampeded: { worker: { enabled: false }, maintenance: { enabled: false } }, queues: [{ name: 'r'.repeat(49) }] }),
+        bootApp(db.url, { via: 'connection', stampeded: { worker: { enabled: false }, maintenance: { enabled: false } }, queues: [{ name: 'r'.repeat(49) }] }),
       ).rejects.toThrow(/1 to 48 characters/);
     });
   });
