@@ -169,6 +169,16 @@ async function phase(fleet: Fleet, sql: pg.Pool, options: PhaseOptions): Promise
   }
   const figure: Figure = { fault: options.fault, ...(await verdict(sql, load.ids)), recoveryMs, workerDeaths: fleet.deaths - deathsBefore };
   figures.push(figure);
+  if (figure.overlapping > 0) {
+    // The evidence, for whoever reads the failure.
+    const { rows } = await sql.query(
+      `SELECT l.*, d.died_at FROM chaos_ledger l LEFT JOIN chaos_deaths d USING (pid)
+        WHERE job_id IN (SELECT job_id FROM chaos_ledger WHERE job_id = ANY($1::uuid[]) GROUP BY job_id HAVING count(*) > 1)
+        ORDER BY job_id, started_at LIMIT 40`,
+      [load.ids],
+    );
+    process.stderr.write(`chaos ${options.fault}: executions of jobs run more than once: ${JSON.stringify(rows)}\n`);
+  }
   process.stderr.write(`chaos ${JSON.stringify(figure)}\n`);
   return figure;
 }

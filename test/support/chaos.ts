@@ -24,6 +24,10 @@ CREATE TABLE chaos_ledger (
     ended_at    timestamptz
 );
 CREATE INDEX ON chaos_ledger (job_id);
+-- One row per execution: a worker runs an attempt of a job at most once. A
+-- start whose answer was lost to a restart is written again by the handler,
+-- and must not leave a second row that never ends.
+CREATE UNIQUE INDEX ON chaos_ledger (job_id, attempt, worker_id);
 
 -- Processes that crashed (kill -9, a fatal error): an execution with no end
 -- ended then. A clean exit (SIGTERM) is not one: it must leave nothing open.
