@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { filter, firstValueFrom, take } from 'rxjs';
 import { OnJobEvent, QueueService, type JobEvent } from '@stampeded/nestjs';
-import { ChargeCard, GenerateReport, ImportFeed, ResizeImage, SendWelcomeEmail } from './tasks/demo.tasks.js';
+import { ChargeCard, GenerateReport, ImportFeed, ResizeImage, SendWelcomeEmail, fixFeedLater } from './tasks/demo.tasks.js';
 
 /** Enqueues a mix of jobs, follows them, and prints what happened, read from the database. */
 @Injectable()
@@ -48,6 +48,7 @@ export class DemoRunner {
 
     await this.waitUntilSettled();
     await this.printSummary();
+    fixFeedLater();
   }
 
   /**

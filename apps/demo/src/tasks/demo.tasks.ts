@@ -21,17 +21,21 @@ export class ChargeCard implements TaskHandler<{ order: number; cents: number }>
 }
 
 /**
- * The upstream feed is broken for the demo's first seconds (20 s, or
- * STAMPEDED_DEMO_FEED_FIXED_AFTER_MS): the import fails every attempt and ends
- * in the dead-letter queue. Once the feed is fixed, retrying the discarded job
- * from the dashboard completes it.
+ * The upstream feed is broken until the demo has run its first round, and is
+ * fixed some seconds after (20 s, or STAMPEDED_DEMO_FEED_FIXED_AFTER_MS): the
+ * import fails every attempt and ends in the dead-letter queue; once the feed
+ * is fixed, retrying the discarded job from the dashboard completes it.
  */
-const feedFixedAt = Date.now() + Number(process.env.STAMPEDED_DEMO_FEED_FIXED_AFTER_MS ?? 20_000);
+export const upstreamFeed = { fixedAt: Number.POSITIVE_INFINITY };
+
+export function fixFeedLater(): void {
+  upstreamFeed.fixedAt = Date.now() + Number(process.env.STAMPEDED_DEMO_FEED_FIXED_AFTER_MS ?? 20_000);
+}
 
 @Task('import-feed', { queue: 'imports', maxAttempts: 3, backoff: { baseMs: 100, maxMs: 300 }, deadLetterQueue: 'dead-letters' })
 export class ImportFeed implements TaskHandler<{ url: string }> {
   async handle(args: { url: string }) {
-    if (Date.now() < feedFixedAt) throw new Error(`feed ${args.url} is not valid XML at line 1`);
+    if (Date.now() < upstreamFeed.fixedAt) throw new Error(`feed ${args.url} is not valid XML at line 1`);
     return { imported: args.url };
   }
 }
