@@ -189,7 +189,7 @@ describe('security: no SQL built from user input', () => {
 
 describe('security: least privilege', () => {
   // A migration role that owns the schema, and a runtime role with only the
-  // grants below: the same statements as docs/reliability.md.
+  // grants below: the same statements as the README (Reliability and security).
   let db: TestDatabase;
   let admin: pg.Client;
   const suffix = randomBytes(4).toString('hex');

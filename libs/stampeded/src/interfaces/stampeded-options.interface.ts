@@ -60,7 +60,7 @@ export interface StampededModuleOptions {
   schedules?: SchedulesOptions;
   /** Where the scheduler reads the time. Default: the database's clock. Tests pass a TestClock. */
   clock?: StampededClock;
-  /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See docs/flow-control.md. */
+  /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See the README, Flow control. */
   flow?: FlowOptions;
 }
 
