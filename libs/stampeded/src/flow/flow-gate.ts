@@ -223,6 +223,11 @@ export class FlowGate {
 
   // ---- whether to run ----
 
+  /** Whether the job's tenant has room under its share now: no side effects, for choosing what to start. */
+  withinShare(job: Job): boolean {
+    return job.tenantId === null || !this.config.fairness || this.overShare(job.tenantId) === undefined;
+  }
+
   /**
    * Undefined to run the job; otherwise why not, as a failure that refunds
    * the attempt (throttled, breaker_open). Synchronous unless a breaker's

@@ -329,7 +329,16 @@ export class Worker {
 
   private startBuffered(): void {
     while (this.running.size < this.config.concurrency && this.buffer.length && !this.stopping) {
-      void this.execute(this.buffer.shift()!);
+      // A buffered job whose tenant is at its share waits here for one of that
+      // tenant's running jobs to finish, and the next tenant's job goes first.
+      // Started in claim order, it was refused as `throttled` and sent back
+      // with a delay: under a steady load of ten tenants half the claimed
+      // jobs went round that loop, and the soak fell behind at 55 jobs/s of
+      // 100 (it keeps up with fairness off).
+      const gate = this.config.flow;
+      const index = gate ? this.buffer.findIndex((job) => gate.withinShare(job)) : 0;
+      if (index < 0) break;
+      void this.execute(this.buffer.splice(index, 1)[0]);
     }
     // Below half the buffer, claim more before the last buffered job starts.
     if (!this.stopping && !this.fetching && this.buffer.length <= this.prefetch() / 2) this.wake();
