@@ -30,11 +30,13 @@ async function work() {
   const worker = await system.startWorker(url, { concurrency: options.concurrency, queues: options.queues, handle });
   rssTimer = setInterval(sampleRss, 250);
   sampleRss();
+  const cpuStart = process.cpuUsage();
   await new Promise((resolve) => process.once('message', (m) => m === 'stop' && resolve()));
   clearInterval(rssTimer);
   sampleRss();
+  const cpu = process.cpuUsage(cpuStart);
   await worker.stop();
-  return { firstAt, lastAt, handled, latencies, rss };
+  return { firstAt, lastAt, handled, latencies, rss, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 async function enqueue() {

@@ -10,7 +10,7 @@
 // (embedded, synchronous_commit on). Numbers go to bench/out/ and, with
 // --save, to bench/results/ (JSON and an SVG chart).
 import { fork } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -101,6 +101,47 @@ async function openChecker(system, url, queues) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * CPU milliseconds spent so far by the benchmark's PostgreSQL: its postmaster,
+ * the children it has reaped and the ones alive (Linux /proc; null elsewhere
+ * or when the server is not on this machine). With the workers' own CPU, it
+ * says where a job's time goes, the database or the worker.
+ */
+let postmasterPid;
+function postgresCpuMs() {
+  if (!postmasterPid) return null;
+  const tick = 1000 / 100; // USER_HZ
+  const stat = (pid) => {
+    try {
+      const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return text.slice(text.lastIndexOf(')') + 2).split(' ');
+    } catch {
+      return null;
+    }
+  };
+  const own = stat(postmasterPid);
+  if (!own) return null;
+  // utime, stime, and the same for children already waited for.
+  let total = (Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * tick;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const fields = stat(pid);
+    if (fields && Number(fields[1]) === postmasterPid) total += (Number(fields[11]) + Number(fields[12])) * tick;
+  }
+  return total;
+}
+
+async function findPostmaster(url) {
+  try {
+    const client = await sqlClient(url);
+    const { rows: [{ dir }] } = await client.query(`SELECT current_setting('data_directory') AS dir`);
+    await client.end();
+    postmasterPid = Number(readFileSync(`${dir}/postmaster.pid`, 'utf8').split('\n')[0]);
+  } catch {
+    postmasterPid = undefined;
+  }
+}
+
 // ---------------------------------------------------------------- scenarios
 
 async function enqueueRun(system, mode, jobs) {
@@ -131,6 +172,7 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
     const workers = Array.from({ length: processes }, () => spawn(system, db.url, { mode: 'work', concurrency, queues }));
     await Promise.all(workers.map((w) => w.ready));
     const started = now();
+    const dbCpuStart = postgresCpuMs();
     for (const w of workers) w.send('start');
     let timedOut = false;
     while (await checker.anyPending()) {
@@ -141,6 +183,7 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
       await sleep(20);
     }
     const ended = now();
+    const dbCpuMs = dbCpuStart === null ? null : postgresCpuMs() - dbCpuStart;
     const left = timedOut ? await checker.pending() : 0;
     for (const w of workers) w.send('stop');
     const reports = await Promise.all(workers.map((w) => w.result));
@@ -155,7 +198,11 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
     const firstAt = Math.min(...reports.map((r) => r.firstAt ?? Infinity));
     const seconds = (ended - firstAt) / 1000;
     const rssPeak = Math.max(...reports.flatMap((r) => r.rss)) / 2 ** 20;
-    return { value: done / seconds, seconds, done, timedOut, rssPeakMb: rssPeak };
+    const workerCpuMs = reports.reduce((n, r) => n + (r.cpuMs ?? 0), 0);
+    // Per job, in microseconds: the database's (every backend, the checker's
+    // polling included) and the workers' (from start to stop).
+    const cpu = { dbUsPerJob: dbCpuMs === null ? null : (dbCpuMs * 1000) / done, workerUsPerJob: (workerCpuMs * 1000) / done };
+    return { value: done / seconds, seconds, done, timedOut, rssPeakMb: rssPeak, cpu };
   } finally {
     await db.drop();
   }
@@ -234,6 +281,7 @@ const median = (xs) => {
 };
 
 server = await startPostgres();
+await findPostmaster(server.url);
 const admin = await sqlClient(server.url);
 const [{ server_version: pgVersion }] = (await admin.query('SHOW server_version')).rows;
 const [{ synchronous_commit: syncCommit }] = (await admin.query('SHOW synchronous_commit')).rows;
@@ -287,6 +335,7 @@ function describe(step, out) {
   if (step.percentiles) return `p50 ${out.p50.toFixed(1)} ms, p95 ${out.p95.toFixed(1)} ms, p99 ${out.p99.toFixed(1)} ms`;
   let s = `${Math.round(out.value).toLocaleString('en-US')} ${step.unit}`;
   if (out.rssPeakMb) s += `, peak RSS ${out.rssPeakMb.toFixed(0)} MB`;
+  if (out.cpu) s += `, CPU per job: database ${out.cpu.dbUsPerJob?.toFixed(0) ?? '?'} us, workers ${out.cpu.workerUsPerJob.toFixed(0)} us`;
   if (out.timedOut) s += ` (stopped after ${MAX_SECONDS} s with ${out.done} done)`;
   return s;
 }

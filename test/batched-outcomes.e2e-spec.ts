@@ -36,8 +36,9 @@ describe('batched outcomes', () => {
     (
       await sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2) RETURNING id::text`, [queue, n])
     ).rows.map((r) => r.id as string);
+  // The worker's claim (migration 8); the seed's stampeded_claim is compared with it below.
   const claim = async (queue: string, workerId: string, limit: number) =>
-    (await sql.query(`SELECT id::text, queue, attempt FROM stampeded_claim($1, $2, $3)`, [queue, workerId, limit])).rows as {
+    (await sql.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch($1, $2, $3)`, [queue, workerId, limit])).rows as {
       id: string;
       queue: string;
       attempt: number;
@@ -96,7 +97,7 @@ describe('batched outcomes', () => {
         clients.map(async (client) => {
           const id = (await client.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 2) RETURNING id::text`)).rows[0].id;
           for (;;) {
-            const jobs = (await client.query(`SELECT id::text, queue, attempt FROM stampeded_claim('contended', $1, 37)`, [id])).rows;
+            const jobs = (await client.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch('contended', $1, 37)`, [id])).rows;
             if (!jobs.length) return;
             await client.query(`SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`, [
               id,
@@ -114,6 +115,72 @@ describe('batched outcomes', () => {
     const actual = (await sql.query(`SELECT state, count(*)::int AS n FROM stampeded_jobs WHERE queue = 'contended' GROUP BY state ORDER BY state`)).rows;
     expect(counted).toEqual(actual);
     expect(actual).toEqual([{ state: 'completed', n: 2000 }]);
+  });
+
+  it('claims what the seed\'s claim would, in the same order, with the same changes to each row', async () => {
+    await sql.query(`SELECT stampeded_create_queue('same')`);
+    // Priorities, due times, a job not yet due, one out of attempts, one with a full attempted_by ring.
+    await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, priority, scheduled_at, attempt, max_attempts, attempted_by)
+       SELECT 'same', 't' || g, (g % 3)::smallint, now() - make_interval(secs => g),
+              CASE WHEN g = 7 THEN 3 ELSE 0 END, CASE WHEN g = 7 THEN 3 ELSE 25 END,
+              CASE WHEN g = 5 THEN ARRAY['a','b','c','d','e','f','g','h','i','j'] ELSE '{}' END
+         FROM generate_series(1, 12) g`,
+    );
+    await sql.query(`INSERT INTO stampeded_jobs (queue, task, scheduled_at) VALUES ('same', 'later', now() + interval '1 hour')`);
+    const snapshot = async () =>
+      (await sql.query(`SELECT id::text, state, attempt, claimed_by::text, attempted_by, heartbeat_at = claimed_at AS seeded FROM stampeded_jobs WHERE queue = 'same' ORDER BY id`)).rows;
+
+    const a = await worker();
+    await sql.query('BEGIN');
+    const bySeed = (await sql.query(`SELECT id::text FROM stampeded_claim('same', $1, 8)`, [a])).rows.map((r) => r.id);
+    const seedRows = await snapshot();
+    await sql.query('ROLLBACK');
+    const byBatch = (await sql.query(`SELECT id::text FROM stampeded_claim_batch('same', $1, 8)`, [a])).rows.map((r) => r.id);
+
+    expect(byBatch.sort()).toEqual(bySeed.sort());
+    expect(await snapshot()).toEqual(seedRows);
+    // The rest: eleven of twelve were claimable (one is out of attempts), and the one not yet due is not.
+    const rest = (await sql.query(`SELECT task FROM stampeded_claim_batch('same', $1, 100)`, [a])).rows.map((r) => r.task);
+    expect(rest.sort()).toEqual(['t2', 't5', 't8']);
+    // A full ring of ten attempts drops the oldest.
+    const ring = (await sql.query(`SELECT attempted_by FROM stampeded_jobs WHERE queue = 'same' AND task = 't5'`)).rows[0].attempted_by;
+    expect(ring).toEqual(['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', a]);
+  });
+
+  it('finds the rows of a claim and of a completion through the primary key, however large the queue', async () => {
+    // The plans inside the functions, as auto_explain prints them: a claim
+    // joined to its candidates by a hash join over the whole partition, and a
+    // completion comparing each row with each id, grew with the table.
+    await sql.query(`SELECT stampeded_create_queue('planned')`);
+    await insert('planned', 20_000);
+    await sql.query(`ANALYZE stampeded_jobs_planned`);
+    const plans: string[] = [];
+    const onNotice = (n: { message?: string }) => n.message && plans.push(n.message);
+    sql.on('notice', onNotice);
+    try {
+      await sql.query(`LOAD 'auto_explain'`);
+      await sql.query(`SET auto_explain.log_min_duration = 0`);
+      await sql.query(`SET auto_explain.log_nested_statements = on`);
+      await sql.query(`SET auto_explain.log_level = notice`);
+      await sql.query(`SET auto_explain.log_parameter_max_length = 0`);
+      const a = await worker();
+      const jobs = await claim('planned', a, 500);
+      expect(jobs).toHaveLength(500);
+      expect(await completeMany(a, jobs)).toHaveLength(500);
+    } finally {
+      await sql.query(`SET auto_explain.log_min_duration = -1`);
+      sql.off('notice', onNotice);
+    }
+    const claimPlan = plans.find((p) => p.includes('UPDATE stampeded_jobs') && p.includes("state        = 'executing'"));
+    const completionPlan = plans.find((p) => p.includes("state       = 'completed'"));
+    expect(claimPlan).toBeDefined();
+    expect(completionPlan).toBeDefined();
+    for (const plan of [claimPlan!, completionPlan!]) {
+      expect(plan).toMatch(/(Index Scan using|Bitmap Index Scan on) stampeded_jobs_planned_pkey/);
+      expect(plan).not.toMatch(/Seq Scan on stampeded_jobs_planned/);
+      expect(plan).not.toMatch(/Nested Loop/);
+    }
   });
 
   describe('a worker claiming ahead in batches', () => {

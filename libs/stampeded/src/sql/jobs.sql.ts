@@ -104,8 +104,9 @@ SELECT ord::int AS ord, id::text AS id, false AS deduplicated FROM input ORDER B
 export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
 
 /**
- * The worker's claim: the same function, without the columns whose value the
- * claim itself decides (state, claimed_by, claimed_at = heartbeat_at,
+ * The worker's claim (migration 8): the seed's claim, driven by the
+ * candidates' ids through the primary key, without the columns whose value
+ * the claim itself decides (state, claimed_by, claimed_at = heartbeat_at,
  * finished_at) or that no worker reads (dedup_key); see toClaimedJob.
  */
 export const CLAIM_BATCH = sql(
@@ -114,7 +115,7 @@ export const CLAIM_BATCH = sql(
           attempt, max_attempts, attempted_by, interruptions, max_interruptions, deferrals, max_deferrals,
           checkpoint, checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms, dedup_scope, dedup_period,
           failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue, source_attempts, inserted_at
-     FROM stampeded_claim($1, $2, $3, $4)`,
+     FROM stampeded_claim_batch($1, $2, $3, $4)`,
 );
 
 export const COMPLETE_MANY = sql(
