@@ -140,6 +140,33 @@ describe('enqueue', () => {
     expect(Number(byId[b.id].delay)).toBeCloseTo(60, 0);
   });
 
+  it('stores each job of a mixed batch as given: what the jobs share is sent once, what differs per job', async () => {
+    // Shared by all: task and queue; shared by some: tenant, priority; set on one: destination, meta, runAt.
+    const runAt = new Date(Date.now() + 3_600_000);
+    const batch = [
+      { task: 'mixed', args: { n: 1 }, options: { queue: 'mixed', tenantId: 't1', priority: 2 } },
+      { task: 'mixed', args: { n: 2 }, options: { queue: 'mixed', tenantId: 't1', destination: 'api', meta: { k: 'v' } } },
+      { task: 'mixed', args: { n: 3 }, options: { queue: 'mixed', priority: 2, runAt } },
+      { task: 'mixed', args: { n: 4 }, options: { queue: 'mixed', tenantId: 't2', priority: 2 } },
+    ];
+    const ids = (await queue.enqueueMany(batch)).map((r) => r.id);
+    const { rows } = await sql.query(
+      `SELECT id::text, args, tenant_id, priority, destination, meta, scheduled_at > now() + interval '59 minutes' AS later
+         FROM stampeded_jobs WHERE id = ANY($1)`,
+      [ids],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect(ids.map((id) => byId.get(id))).toEqual([
+      { id: ids[0], args: { n: 1 }, tenant_id: 't1', priority: 2, destination: null, meta: {}, later: false },
+      { id: ids[1], args: { n: 2 }, tenant_id: 't1', priority: 0, destination: 'api', meta: { nestjs: { k: 'v' } }, later: false },
+      { id: ids[2], args: { n: 3 }, tenant_id: null, priority: 2, destination: null, meta: {}, later: true },
+      { id: ids[3], args: { n: 4 }, tenant_id: 't2', priority: 2, destination: null, meta: {}, later: false },
+    ]);
+    // One job alone: everything is shared.
+    const [one] = await queue.enqueueMany([{ task: 'mixed', args: { n: 5 }, options: { queue: 'mixed', tenantId: 't3' } }]);
+    expect((await sql.query(`SELECT args, tenant_id FROM stampeded_jobs WHERE id = $1`, [one.id])).rows[0]).toEqual({ args: { n: 5 }, tenant_id: 't3' });
+  });
+
   it('stores meta under this runtime key', async () => {
     const { id } = await queue.enqueue('with-meta', {}, { meta: { traceId: 'abc' } });
     const { rows } = await sql.query(`SELECT meta FROM stampeded_jobs WHERE id = $1`, [id]);

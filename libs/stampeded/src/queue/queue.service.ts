@@ -173,7 +173,7 @@ export class QueueService {
     let pending = rows.map((row, index) => ({ row, index }));
     for (let round = 0; pending.length && round <= DEDUP_RACE_RETRIES; round++) {
       const statement = pending.some((p) => p.row.dedup_scope !== null) ? ENQUEUE : ENQUEUE_PLAIN;
-      const answer = await run(statement, [rowsToJson(pending.map((p) => p.row))]);
+      const answer = await run(statement, rowsToJson(pending.map((p) => p.row)));
       const unresolved: typeof pending = [];
       for (const { ord, id, deduplicated } of answer) {
         const item = pending[ord - 1];
@@ -195,32 +195,44 @@ export class QueueService {
   }
 }
 
-/** The columns of a JobRow other than args and meta, in the order the statement lists them. */
+/** The columns of a JobRow, args and meta (JSON text) first. */
 const ROW_KEYS = [
-  'queue', 'task', 'tenant_id', 'priority', 'destination', 'run_at', 'delay_ms', 'expire_seconds', 'max_attempts',
+  'args', 'meta', 'queue', 'task', 'tenant_id', 'priority', 'destination', 'run_at', 'delay_ms', 'expire_seconds', 'max_attempts',
   'backoff_base_ms', 'backoff_max_ms', 'max_interruptions', 'max_deferrals', 'dedup_scope', 'dedup_period', 'dead_letter_queue',
-] as const satisfies readonly Exclude<keyof JobRow, 'args' | 'meta'>[];
+] as const satisfies readonly (keyof JobRow)[];
+const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
 
 /**
- * args and meta are already-validated JSON text: spliced in as JSON, not
- * serialised twice. A NULL column is left out rather than written as null
- * (json_to_recordset reads a missing key as NULL): most rows set none of
- * the seven optional columns, and 50,000 rows were 17 MB of text that the
- * database spent a second parsing (bench/RESULTS.md).
+ * The enqueue statements' two parameters: every row's own values, and the
+ * values all rows share, written once. A bulk enqueue of one task sends
+ * {"args":...} per job and its queue, task and options once; the database
+ * spent half of the statement parsing them again for every row
+ * (bench/RESULTS.md). A NULL column is left out (json_to_recordset reads a
+ * missing key as NULL). args and meta are already-validated JSON text:
+ * spliced in as JSON, not serialised twice.
  */
-function rowsToJson(rows: JobRow[]): string {
+function rowsToJson(rows: JobRow[]): [rows: string, shared: string] {
+  const shared: (keyof JobRow)[] = [];
+  const own: (keyof JobRow)[] = [];
+  for (const key of ROW_KEYS) {
+    const first = rows[0]?.[key];
+    if (first === null || first === undefined) own.push(key);
+    else if (rows.every((row) => row[key] === first)) shared.push(key);
+    else own.push(key);
+  }
+  const member = (key: keyof JobRow, value: JobRow[keyof JobRow]) =>
+    `"${key}":${JSON_KEYS.has(key) || typeof value !== 'string' ? value : JSON.stringify(value)}`;
   const parts = new Array<string>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
-    let text = `{"ord":${i + 1},"args":${row.args},"meta":${row.meta}`;
-    for (const key of ROW_KEYS) {
+    const members: string[] = [];
+    for (const key of own) {
       const value = row[key];
-      if (value === null || value === undefined) continue;
-      text += typeof value === 'string' ? `,"${key}":${JSON.stringify(value)}` : `,"${key}":${value}`;
+      if (value !== null && value !== undefined) members.push(member(key, value));
     }
-    parts[i] = `${text}}`;
+    parts[i] = `{${members.join(',')}}`;
   }
-  return `[${parts.join(',')}]`;
+  return [`[${parts.join(',')}]`, `{${shared.map((key) => member(key, rows[0][key])).join(',')}}`];
 }
 
 function emptyCounts(): QueueCounts {
