@@ -15,6 +15,7 @@ export { FLOW_DEFAULTS } from './flow/flow.config.js';
 export { decideVerdict, QUEUE_POLICY_TREE } from './flow/queue-policy.tree.js';
 export type { BehaviourNode, Decision, QueueFacts, Verdict } from './flow/queue-policy.tree.js';
 export type * from './interfaces/flow.interface.js';
+export type * from './interfaces/tracing.interface.js';
 export { SchedulesService } from './scheduler/schedules.service.js';
 export type { ScheduleOccurrence } from './scheduler/schedules.service.js';
 export { SCHEDULES_DEFAULTS } from './scheduler/schedules.config.js';

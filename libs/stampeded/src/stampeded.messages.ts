@@ -80,3 +80,10 @@ export const TENANT_OVER_SHARE = (tenant: string, running: number, share: number
 export const QUEUE_NAME_REQUIRED = (what: string) => `${what}: give the queue's name, a non-empty string.`;
 
 export const DESTINATION_REQUIRED = (what: string) => `${what}: give the destination, a non-empty string.`;
+
+export const INVALID_TRACING_OPTION = (option: string, problem: string) =>
+  `StampededModule.forRoot(): tracing${option ? `.${option}` : ''} ${problem}.`;
+
+export const OTEL_API_MISSING = (reason: string) =>
+  `StampededModule.forRoot(): tracing is set, but @opentelemetry/api could not be loaded (${reason}). ` +
+  `Install it (npm install @opentelemetry/api) with an OpenTelemetry SDK, or leave tracing unset to trace only when it is installed.`;

@@ -18,6 +18,8 @@ import { SchedulerOrchestrator } from './scheduler/scheduler.orchestrator.js';
 import { resolveSchedulesConfig } from './scheduler/schedules.config.js';
 import { FlowService } from './flow/flow.service.js';
 import { resolveFlowConfig } from './flow/flow.config.js';
+import { resolveTracingConfig } from './tracing/tracing.config.js';
+import { createTracerProvider } from './tracing/tracing.provider.js';
 import { StampededDatabase } from './database/stampeded-database.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
@@ -36,7 +38,7 @@ const CORE_EXPORTS = [
   QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, FlowService, STAMPEDED_OPTIONS,
 ];
 
-const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock', 'flow'];
+const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock', 'flow', 'tracing'];
 const WORKER_OPTION_NAMES = [
   'enabled', 'concurrency', 'queues', 'pollIntervalMs', 'shutdownTimeoutMs', 'heartbeatIntervalMs',
   'prefetch', 'claimBatchSize', 'completionBatchSize', 'metadata',
@@ -72,6 +74,7 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   resolveMaintenanceConfig(options.maintenance, options.worker?.heartbeatIntervalMs);
   resolveSchedulesConfig(options.schedules);
   resolveFlowConfig(options.flow);
+  resolveTracingConfig(options.tracing);
   if (options.clock !== undefined && typeof options.clock?.now !== 'function') {
     throw new StampededConfigError(`${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof options.clock}.`);
   }
@@ -98,6 +101,7 @@ const STAMPEDED_EXPLICIT_OPTIONS = Symbol('STAMPEDED_EXPLICIT_OPTIONS');
       useFactory: (explicit?: StampededModuleOptions) => explicit ?? {},
     },
     createDatabaseProvider(),
+    createTracerProvider(),
     ...CORE_PROVIDERS,
   ],
   exports: [...CORE_EXPORTS, StampededDatabase],

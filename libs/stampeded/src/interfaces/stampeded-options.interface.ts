@@ -5,6 +5,7 @@ import type { MaintenanceOptions } from './maintenance.interface.js';
 import type { SchedulesOptions } from './schedule.interface.js';
 import type { StampededClock } from './clock.interface.js';
 import type { FlowOptions, QueuePolicy } from './flow.interface.js';
+import type { TracingOptions } from './tracing.interface.js';
 
 export interface WorkerOptions {
   /** Run jobs in this process. `false` for API-only processes: they still enqueue. Default true. */
@@ -62,6 +63,12 @@ export interface StampededModuleOptions {
   clock?: StampededClock;
   /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See the README, Flow control. */
   flow?: FlowOptions;
+  /**
+   * OpenTelemetry spans for enqueues and executions. Default: on when
+   * @opentelemetry/api is installed, off otherwise; `false` turns them off;
+   * `true` or an object asks for them, and a missing package fails the startup.
+   */
+  tracing?: boolean | TracingOptions;
 }
 
 export interface StampededModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {

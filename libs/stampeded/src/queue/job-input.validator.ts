@@ -268,6 +268,22 @@ export function buildJobRow(
 }
 
 /**
+ * A job's meta text with a key of this runtime's own set under meta.nestjs,
+ * beside what the enqueue's `meta` option put there, without parsing either:
+ * `meta` is the text buildJobRow wrote, `{}` or `{"nestjs":{...}}`, and
+ * `json` is already JSON. A key of the same name in the user's own meta is
+ * written after ours and is the one kept, as jsonb keeps the last of
+ * duplicate keys: what a user stores is never overwritten.
+ */
+export function withRuntimeMetaKey(meta: string, key: string, json: string): string {
+  const own = `{"${RUNTIME_META_KEY}":{`;
+  if (meta === '{}') return `${own}${JSON.stringify(key)}:${json}}}`;
+  if (!meta.startsWith(own)) throw new Error(`meta is not as buildJobRow writes it: ${meta.slice(0, 40)}`);
+  const rest = meta.slice(own.length);
+  return `${own}${JSON.stringify(key)}:${json}${rest.startsWith('}') ? '' : ','}${rest}`;
+}
+
+/**
  * The schema's dedup_key hashes `dedup_scope::bytea`, and that cast reads
  * backslashes as escapes: a scope with a lone backslash failed the enqueue
  * ("invalid input syntax for type bytea"), and "\x41" hashed as "A", so two

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type Type } from '@nestjs/common';
+import { Inject, Injectable, Optional, type Type } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
@@ -12,6 +12,8 @@ import { buildJobRow, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { CANCEL, ENQUEUE, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
 import { COUNTS } from '../sql/queues.sql.js';
+import { JOB_TRACER } from '../tracing/tracing.provider.js';
+import type { JobTracer } from '../tracing/job-tracer.js';
 import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interfaces/job.interface.js';
 import type { EnqueueOptions, EnqueueResult, JobOptions } from '../interfaces/job-options.interface.js';
 import type { JobEvent } from '../interfaces/job-event.interface.js';
@@ -55,6 +57,7 @@ export class QueueService {
     private readonly queues: QueueRegistry,
     private readonly jobEvents: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+    @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
   ) {}
 
   /** Every job event this process sees: completed, failed, retrying, discarded, cancelled, ... */
@@ -71,7 +74,7 @@ export class QueueService {
   async enqueue<Args extends object = Record<string, unknown>>(task: string, args?: Args, options?: EnqueueOptions): Promise<EnqueueResult>;
   async enqueue(task: string | Type<TaskHandler<any>>, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     const row = this.toRow('enqueue()', task, args, options);
-    const [result] = await this.insert([row], options.manager);
+    const [result] = await this.send([row], false, options.manager);
     return result;
   }
 
@@ -89,7 +92,7 @@ export class QueueService {
       return this.toRow(where, job.task, job.args, job.options ?? {});
     });
     if (rows.length === 0) return [];
-    return this.insert(rows, options.manager);
+    return this.send(rows, true, options.manager);
   }
 
   async getJob(id: string, options: { queue?: string } = {}): Promise<Job | null> {
@@ -146,6 +149,12 @@ export class QueueService {
     const queueName = options.queue ?? taskDefaults.queue;
     const queueDefaults = queueName ? (this.queues.get(queueName)?.defaultJobOptions ?? {}) : {};
     return buildJobRow(where, name, args, options, [this.options.defaultJobOptions ?? {}, queueDefaults, taskDefaults]);
+  }
+
+  /** Inserts, in a producer span when tracing is on: one span per enqueue() or enqueueMany() call. */
+  private send(rows: JobRow[], batch: boolean, manager?: EntityManager): Promise<EnqueueResult[]> {
+    if (!this.tracer) return this.insert(rows, manager);
+    return this.tracer.enqueue(rows, batch, (traced) => this.insert(traced, manager));
   }
 
   private async insert(rows: JobRow[], manager?: EntityManager): Promise<EnqueueResult[]> {

@@ -2,6 +2,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
@@ -20,6 +21,8 @@ import { resolveMaintenanceConfig } from '../maintenance/maintenance.config.js';
 import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import { JOB_TRACER } from '../tracing/tracing.provider.js';
+import type { JobTracer } from '../tracing/job-tracer.js';
 
 export interface DrainOptions {
   /** Only this queue. Default: every queue this app knows. */
@@ -62,6 +65,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     private readonly events: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
     private readonly flow: FlowService,
+    @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
   ) {}
 
   /** The queues this process claims from. */
@@ -123,6 +127,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
           .filter((e): e is readonly [string, number] => e[1] !== undefined),
       ),
       flow,
+      tracer: this.tracer ?? undefined,
     };
     return new Worker(this.db, this.tasks, this.events, config, this.processRunner);
   }

@@ -14,6 +14,7 @@ import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcom
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
 import type { FlowGate } from '../flow/flow-gate.js';
 import { CLAIM_FAIR } from '../sql/flow.sql.js';
+import type { JobTracer } from '../tracing/job-tracer.js';
 
 export interface WorkerConfig {
   workerId: string;
@@ -28,6 +29,8 @@ export interface WorkerConfig {
   queueConcurrency: Map<string, number>;
   /** Flow control (flow/): verdicts, breakers and tenant shares, shared by the fleet. */
   flow?: FlowGate;
+  /** OpenTelemetry (tracing/): a span per execution, when @opentelemetry/api is installed. */
+  tracer?: JobTracer;
 }
 
 /** How a job run ended, as far as this worker knows. */
@@ -361,7 +364,8 @@ export class Worker {
       this.sweepTimer.unref?.();
     }
     this.emit('active', job);
-    entry.done = this.run(entry);
+    const tracer = this.config.tracer;
+    entry.done = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry)) : this.run(entry);
     return entry.done;
   }
 
@@ -420,6 +424,7 @@ export class Worker {
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       this.settle(entry);
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
+      this.config.tracer?.raised(job, err);
       const failure = this.classify(job, err);
       return this.recordFailure(job, this.config.flow ? await this.config.flow.failed(job, err, failure) : failure);
     }
@@ -555,6 +560,7 @@ export class Worker {
   }
 
   private emit(type: JobEventType, job: Job, extra: Partial<JobEvent> = {}): void {
+    this.config.tracer?.observe(type, job, extra);
     this.events.emit({ type, job, workerId: this.config.workerId, ...extra });
   }
 
