@@ -184,7 +184,7 @@ describe('worker lifecycle', () => {
     await sql.query(`DELETE FROM stampeded_workers WHERE id = $1`, [workerId]);
     const [job] = await waitFor(async () => {
       const found = await rows(`SELECT state, failure_kind, interruptions, attempt FROM stampeded_jobs WHERE id = $1`, [id]);
-      return found[0]?.state !== 'executing' && found;
+      return found[0]?.state !== 'executing' ? found : undefined;
     }, 'the job to be given up');
     expect(job).toEqual({ state: 'retryable', failure_kind: 'heartbeat_lost', interruptions: 1, attempt: 1 });
     expect(app.get(Sleepy).running).toBe(0);

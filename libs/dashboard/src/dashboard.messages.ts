@@ -31,7 +31,5 @@ export const BAD_FILTER = (name: string, value: string, allowed: readonly string
 
 export const BAD_CURSOR = () => `The page cursor is not one this dashboard wrote: start again from the first page.`;
 
-export const BAD_FINGERPRINT = (value: string) => `A fingerprint is 64 hex characters (as the errors page shows it); got ${JSON.stringify(value)}.`;
-
 export const NOT_ACTIONABLE = (action: string, id: string, state: string) =>
   `Job ${id} is ${state}: ${action} does nothing to a job in that state.`;

@@ -87,3 +87,10 @@ export const INVALID_TRACING_OPTION = (option: string, problem: string) =>
 export const OTEL_API_MISSING = (reason: string) =>
   `StampededModule.forRoot(): tracing is set, but @opentelemetry/api could not be loaded (${reason}). ` +
   `Install it (npm install @opentelemetry/api) with an OpenTelemetry SDK, or leave tracing unset to trace only when it is installed.`;
+
+export const REDRIVE_UNKNOWN_QUEUE = (where: string, queue: string, deadLetterQueues: string[]) =>
+  `${where}: no job has ever been in queue "${queue}", so it holds no dead letters. ` +
+  (deadLetterQueues.length
+    ? `Queues holding dead-letter copies now: ${deadLetterQueues.join(', ')}. `
+    : `No queue holds dead-letter copies now. `) +
+  `Give the dead-letter queue's name, as a task's deadLetterQueue option sets it. Nothing was changed.`;

@@ -1,4 +1,5 @@
 import type { QueryResultRow } from 'pg';
+import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
 import type { Statement } from '../sql/statement.js';
 import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE, SET_QUEUE_VERDICT } from '../sql/queues.sql.js';
@@ -6,8 +7,7 @@ import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
-import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../sql/dead-letters.sql.js';
-import { BAD_CURSOR, BAD_FILTER, BAD_FINGERPRINT, NOT_A_JOB_ID } from '../dashboard.messages.js';
+import { BAD_CURSOR, BAD_FILTER, NOT_A_JOB_ID } from '../dashboard.messages.js';
 
 /** What the inspector needs of a database: StampededDatabase fits. */
 export interface InspectorDatabase {
@@ -57,22 +57,8 @@ export interface ActionResult {
   changed: boolean;
 }
 
-export interface RedriveOptions {
-  task?: string;
-  /** Hex, as the errors page shows it. */
-  fingerprint?: string;
-  dryRun?: boolean;
-  batchSize?: number;
-  onProgress?: (moved: number) => void;
-}
-
-export interface RedriveResult {
-  queue: string;
-  dryRun: boolean;
-  /** Jobs moved, or that would move on a dry run. */
-  moved: number;
-  bySource: { sourceQueue: string; task: string; jobs: number }[];
-}
+/** QueueService.redrive()'s options and answer: the inspector redrives with the same code. */
+export type { RedriveOptions, RedriveResult };
 
 export interface PruneOptions {
   completedOlderThan?: string;
@@ -246,25 +232,21 @@ export class StampededInspector {
 
   /**
    * Puts a dead-letter queue's copies back on their source queues, in
-   * batches, optionally only those of one task or one error fingerprint.
+   * batches, optionally only those of one task or one error fingerprint:
+   * @stampeded/nestjs's DeadLetterRedriver, the code behind
+   * QueueService.redrive(), so the dashboard, the CLI and the app move
+   * copies alike. Loaded when first used, so that the CLI's other commands
+   * start without loading @stampeded/nestjs. Its refusals of bad input are
+   * the operator's to fix: a 400 in the API, exit code 2 in the CLI.
    */
   async redrive(queue: string, options: RedriveOptions = {}): Promise<RedriveResult> {
-    const fingerprint = options.fingerprint === undefined ? null : parseFingerprint(options.fingerprint);
-    const task = options.task ?? null;
-    const preview = await this.db.query<{ source_queue: string; task: string; jobs: string }>(REDRIVE_PREVIEW, [queue, task, fingerprint]);
-    const bySource = preview.map((r) => ({ sourceQueue: r.source_queue, task: r.task, jobs: Number(r.jobs) }));
-    if (options.dryRun) return { queue, dryRun: true, moved: bySource.reduce((n, r) => n + r.jobs, 0), bySource };
-    const batchSize = options.batchSize ?? 1000;
-    let moved = 0;
-    let after: string | null = null;
-    for (;;) {
-      const [row]: { moved: number; last_id: string | null }[] = await this.db.query(REDRIVE_BATCH, [queue, task, fingerprint, after, batchSize]);
-      moved += row.moved;
-      if (row.moved) options.onProgress?.(moved);
-      if (row.last_id === null) break;
-      after = row.last_id;
+    const { DeadLetterRedriver, StampededConfigError } = await import('@stampeded/nestjs');
+    try {
+      return await new DeadLetterRedriver(this.db).redrive(queue, options, { where: 'redrive' });
+    } catch (err) {
+      if (err instanceof StampededConfigError) throw new InspectorInputError(err.message);
+      throw err;
     }
-    return { queue, dryRun: false, moved, bySource };
   }
 
   /** Deletes finished jobs past their retention, batch by batch until a short batch comes back. */
@@ -305,11 +287,6 @@ export function emptyCounts(): Record<State, number> {
 
 function assertJobId(id: string): void {
   if (typeof id !== 'string' || !UUID.test(id)) throw new InspectorInputError(NOT_A_JOB_ID(id));
-}
-
-function parseFingerprint(hex: string): Buffer {
-  if (!/^[0-9a-f]{64}$/i.test(hex)) throw new InspectorInputError(BAD_FINGERPRINT(hex));
-  return Buffer.from(hex, 'hex');
 }
 
 export function encodeCursor(queue: string, id: string): string {

@@ -37,7 +37,10 @@ const STATE_INDEX_PREDICATE: Record<string, string> = {
  * deep in a million rows costs what the first page costs. No OFFSET, no count.
  * A tenant or destination filter reads its own partial index and sorts what
  * it matched: cheap for one tenant's page, and the price of not keeping a
- * third index per filter on the busiest table.
+ * third index per filter on the busiest table. A task filter reads
+ * (task, queue, id) in the page's own order (migration 7): walking the key
+ * instead, a task that lives in one queue made the page read every other
+ * queue's partition to its end, 314 ms on a million jobs.
  */
 export function listJobsQuery(filters: JobFilters, limit: number): { statement: Statement; values: unknown[] } {
   const where: string[] = [];
@@ -134,47 +137,71 @@ export const DISCARD_JOB = sql(
 
 /**
  * Errors grouped by fingerprint (the schema's normalised hash of the message),
- * over jobs that are failing now: retrying or discarded. Read through the
- * fingerprint's partial index, which holds only jobs that ever failed.
+ * over jobs that are failing now: retrying or discarded.
+ *
+ * Counted from stampeded_jobs_failing_idx (migration 7) alone: it holds only
+ * failing jobs, with every column the groups are made of, so the groups come
+ * from an index-only scan; then each of the page's groups takes its newest
+ * job as its example, one descent of the same index each. Read through the
+ * seed's fingerprint index, which has none of those columns, the page visited
+ * the heap once per failing job: 107 ms for 20,000 of them in
+ * bench/dashboard-queries.mjs, 25 ms since.
  */
 export const ERRORS_BY_FINGERPRINT = sql(
   'dashboard_errors_by_fingerprint',
-  `SELECT encode(error_fingerprint, 'hex') AS fingerprint,
-          count(*)::bigint AS jobs,
-          count(*) FILTER (WHERE state = 'retryable')::bigint AS retrying,
-          count(*) FILTER (WHERE state = 'discarded')::bigint AS discarded,
-          array_agg(DISTINCT queue ORDER BY queue) AS queues,
-          array_agg(DISTINCT task ORDER BY task) AS tasks,
-          array_agg(DISTINCT failure_kind ORDER BY failure_kind) AS failure_kinds,
-          (array_agg(id::text ORDER BY id DESC))[1] AS example_id,
-          (array_agg(queue ORDER BY id DESC))[1] AS example_queue,
-          (array_agg(last_error ORDER BY id DESC))[1] AS example_error
-     FROM stampeded_jobs
-    WHERE error_fingerprint IS NOT NULL
-      AND state IN ('retryable', 'discarded')
-      AND ($1::text IS NULL OR queue = $1)
-    GROUP BY error_fingerprint
-    ORDER BY count(*) DESC
-    LIMIT $2`,
+  `WITH groups AS (
+       SELECT error_fingerprint,
+              count(*) AS jobs,
+              count(*) FILTER (WHERE state = 'retryable') AS retrying,
+              count(*) FILTER (WHERE state = 'discarded') AS discarded,
+              array_agg(DISTINCT queue ORDER BY queue) AS queues,
+              array_agg(DISTINCT task ORDER BY task) AS tasks,
+              array_agg(DISTINCT failure_kind ORDER BY failure_kind) AS failure_kinds
+         FROM stampeded_jobs
+        WHERE error_fingerprint IS NOT NULL
+          AND state IN ('retryable', 'discarded')
+          AND ($1::text IS NULL OR queue = $1)
+        GROUP BY error_fingerprint
+        ORDER BY count(*) DESC
+        LIMIT $2
+   )
+   SELECT encode(g.error_fingerprint, 'hex') AS fingerprint,
+          g.jobs::bigint AS jobs, g.retrying::bigint AS retrying, g.discarded::bigint AS discarded,
+          g.queues, g.tasks, g.failure_kinds,
+          e.id::text AS example_id, e.queue AS example_queue, e.last_error AS example_error
+     FROM groups g
+     LEFT JOIN LATERAL (
+          SELECT j.id, j.queue, j.last_error FROM stampeded_jobs j
+           WHERE j.error_fingerprint = g.error_fingerprint
+             AND j.state IN ('retryable', 'discarded')
+             AND ($1::text IS NULL OR j.queue = $1)
+           ORDER BY j.id DESC
+           LIMIT 1) e ON true
+    ORDER BY g.jobs DESC, g.error_fingerprint`,
 );
 
 /**
  * Jobs finished per minute over the last `$1` minutes, all queues and
- * outcomes together.
+ * outcomes together; a minute in which none finished has no row.
  *
- * Only finished_at, so that the finished_at partial index answers it alone
- * (an index-only scan where the visibility map allows). Split by queue and
- * outcome, as it first was, every row of the hour was read from the heap:
- * 950 ms for the 400,000 jobs a busy hour finishes, measured by
- * bench/dashboard-queries.mjs. The split needs (finished_at, queue, state)
- * in an index, which is the schema's call, not the dashboard's.
+ * Each minute is its own count over a range of the seed's finished_at
+ * partial index, an index-only scan where the visibility map allows. As one
+ * GROUP BY over the hour it was the same index read once, but every entry
+ * went through date_bin() and a hash table: 423 ms for the 480,000 jobs a busy
+ * hour finishes (bench/dashboard-queries.mjs), where sixty range counts take
+ * 40 ms. Split by queue and outcome, as it first was, every row of the hour
+ * was read from the heap (950 ms); the split would need (finished_at, queue,
+ * state) in an index that every completion writes, which the chart does not
+ * pay for.
  */
 export const THROUGHPUT = sql(
   'dashboard_throughput',
-  `SELECT extract(epoch FROM date_bin('1 minute', finished_at, date_trunc('minute', now())))::bigint AS bucket,
-          count(*)::bigint AS n
-     FROM stampeded_jobs
-    WHERE finished_at IS NOT NULL
-      AND finished_at >= date_trunc('minute', now()) - make_interval(mins => $1::int - 1)
-    GROUP BY 1`,
+  `SELECT extract(epoch FROM m.minute)::bigint AS bucket, c.n
+     FROM generate_series(date_trunc('minute', now()) - make_interval(mins => $1::int - 1),
+                          date_trunc('minute', now()), interval '1 minute') AS m(minute)
+    CROSS JOIN LATERAL (
+          SELECT count(*)::bigint AS n FROM stampeded_jobs
+           WHERE finished_at IS NOT NULL
+             AND finished_at >= m.minute AND finished_at < m.minute + interval '1 minute') c
+    WHERE c.n > 0`,
 );

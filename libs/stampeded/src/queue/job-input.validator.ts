@@ -95,6 +95,11 @@ function nonEmptyString(where: string, option: string, value: unknown, maxLength
   return value;
 }
 
+/** A task's name as the schema stores it: what buildJobRow accepts for `task`. */
+export function validateTaskName(where: string, option: string, value: unknown): string {
+  return nonEmptyString(where, option, value, 1000);
+}
+
 /**
  * Serialises a JSON object the way PostgreSQL will accept it, or says why not.
  * jsonb refuses \u0000 and unpaired surrogates that JSON.stringify happily

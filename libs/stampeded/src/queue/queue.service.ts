@@ -10,6 +10,7 @@ import { JobEvents } from '../events/job-events.js';
 import { QueueRegistry } from './queue.registry.js';
 import { buildJobRow, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
+import { DeadLetterRedriver } from './dead-letter-redriver.js';
 import { CANCEL, ENQUEUE, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
 import { COUNTS } from '../sql/queues.sql.js';
 import { JOB_TRACER } from '../tracing/tracing.provider.js';
@@ -20,6 +21,7 @@ import type { JobEvent } from '../interfaces/job-event.interface.js';
 import type { TaskHandler } from '../interfaces/task.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { Statement } from '../sql/statement.js';
+import type { RedriveOptions, RedriveResult } from '../interfaces/redrive.interface.js';
 
 /** The args type of a @Task class, from its TaskHandler<Args>. */
 export type ArgsOf<T> = T extends Type<TaskHandler<infer A, any>> ? A : Record<string, unknown>;
@@ -118,6 +120,25 @@ export class QueueService {
     const [row] = await this.db.query<{ was: JobState; now_state: JobState }>(RETRY, [id, options.queue ?? null]);
     if (!row) throw new InvalidJobError(JOB_NOT_FOUND(id));
     return { id, retried: row.now_state === 'available', previousState: row.was };
+  }
+
+  /**
+   * Puts a dead-letter queue's copies back on their source queues as fresh
+   * jobs, optionally only one task's or one error fingerprint's, in batches
+   * (onProgress after each). Answers what moved per source queue and task;
+   * with `dryRun`, what would move, and moves nothing. Safe to run twice, or
+   * twice at once: each copy moves once. Bad input is refused before
+   * anything is written. The same as `stampeded dlq redrive` and the
+   * dashboard's redrive.
+   */
+  async redrive(deadLetterQueue: string, options: RedriveOptions = {}): Promise<RedriveResult> {
+    // A dead-letter queue this app declares is empty, not misspelt, until the first job fails into it.
+    const declared = [
+      this.options.defaultJobOptions?.deadLetterQueue,
+      ...this.queues.names().flatMap((q) => [q, this.queues.get(q)?.defaultJobOptions?.deadLetterQueue]),
+      ...this.tasks.all().map((t) => t.metadata.deadLetterQueue),
+    ].filter((q): q is string => typeof q === 'string');
+    return new DeadLetterRedriver(this.db).redrive(deadLetterQueue, options, { where: 'redrive()', declaredQueues: declared });
   }
 
   /** Jobs per state, from the trigger-maintained counters (never count(*)). */

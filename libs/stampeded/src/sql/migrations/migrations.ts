@@ -17,6 +17,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 3, name: 'maintenance', file: '0003_maintenance.sql' },
   { version: 5, name: 'flow', file: '0005_flow.sql' },
   { version: 6, name: 'reliability', file: '0006_reliability.sql' },
+  { version: 7, name: 'operations', file: '0007_operations.sql' },
   { version: 8, name: 'throughput', file: '0008_throughput.sql' },
 ];
 

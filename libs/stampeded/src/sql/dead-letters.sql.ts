@@ -2,11 +2,20 @@ import { sql } from './statement.js';
 
 // A dead-letter copy is a job whose source_queue is set: stampeded_fail
 // inserts it with the source job's id, queue and attempts. A copy is eligible
-// for redrive while nothing is running it and it has not completed.
+// for redrive while nothing is running it and it has not completed: the
+// predicate of stampeded_jobs_dead_letter_idx (migration 7), restated here
+// word for word so that the planner reads the copies from that index and not
+// every row of the dead-letter queue's partition.
+//
+// $1 the dead-letter queue, $2 a task or NULL, $3 a fingerprint or NULL,
+// $4 the newest copy id this run moves: copies dead-lettered after the run
+// began (a redriven job that failed again at once) wait for the next run,
+// so that a redrive of a queue whose upstream is still failing ends.
 const ELIGIBLE = `
         c.queue = $1
     AND c.source_queue IS NOT NULL
     AND c.state IN ('available', 'retryable', 'discarded')
+    AND c.id <= $4::uuid
     AND ($2::text IS NULL OR c.task = $2)
     -- The copy carries no fingerprint of its own until it fails itself, so
     -- the source job's is the one that says why it was dead-lettered.
@@ -16,9 +25,31 @@ const ELIGIBLE = `
                      WHERE s.queue = c.source_queue AND s.id = c.source_id
                        AND s.error_fingerprint = $3))`;
 
+/**
+ * Whether the queue has ever held a job: the counters keep a row per queue
+ * and state once one arrived, at zero after it left.
+ */
+export const REDRIVE_QUEUE_KNOWN = sql(
+  'stampeded_redrive_queue_known',
+  `SELECT EXISTS (SELECT 1 FROM stampeded_queue_counts WHERE queue = $1) AS known`,
+);
+
+/** The queues that hold copies a redrive would move, for the message that names a queue that holds none. */
+export const DEAD_LETTER_QUEUES = sql(
+  'stampeded_dead_letter_queues',
+  `SELECT DISTINCT c.queue FROM stampeded_jobs c
+    WHERE c.source_queue IS NOT NULL
+      AND c.state IN ('available', 'retryable', 'discarded')
+    ORDER BY 1
+    LIMIT 20`,
+);
+
+/** The bound of one run: an id newer than every copy that exists now. */
+export const REDRIVE_BOUND = sql('stampeded_redrive_bound', `SELECT uuidv7()::text AS bound`);
+
 /** What a redrive would move: per source queue and task. */
 export const REDRIVE_PREVIEW = sql(
-  'dashboard_redrive_preview',
+  'stampeded_redrive_preview',
   `SELECT c.source_queue, c.task, count(*)::bigint AS jobs
      FROM stampeded_jobs c
     WHERE ${ELIGIBLE}
@@ -28,8 +59,15 @@ export const REDRIVE_PREVIEW = sql(
 
 /**
  * Moves one batch of dead-letter copies back to their source queues, in id
- * order after the cursor: each copy is deleted and a fresh job inserted in
- * its source queue, in one statement, so a copy is never both or neither.
+ * order after the cursor ($5), at most $6 of them: each copy is deleted and a
+ * fresh job inserted in its source queue, in one statement, so a copy is
+ * never both or neither. Answers the last id the batch read (NULL when it
+ * found none: the run is over) and what it moved, per source queue and task.
+ *
+ * Safe to run twice at once: a copy is locked before it is moved, and SKIP
+ * LOCKED leaves it to the run that holds it; a run that reads a copy another
+ * run has since moved finds it deleted and moves nothing. Each copy moves
+ * exactly once, and the runs' counts add up to the copies moved.
  *
  * A fresh job, not the copy with its queue changed: the copy's attempt budget
  * is spent, and moving a row between partitions by UPDATE would run through
@@ -40,13 +78,13 @@ export const REDRIVE_PREVIEW = sql(
  * again, as its source did.
  */
 export const REDRIVE_BATCH = sql(
-  'dashboard_redrive_batch',
+  'stampeded_redrive_batch',
   `WITH batch AS MATERIALIZED (
        SELECT c.queue, c.id FROM stampeded_jobs c
         WHERE ${ELIGIBLE}
-          AND ($4::uuid IS NULL OR c.id > $4)
+          AND ($5::uuid IS NULL OR c.id > $5)
         ORDER BY c.id
-        LIMIT $5
+        LIMIT $6
         FOR UPDATE OF c SKIP LOCKED
    ),
    moved AS (
@@ -63,8 +101,9 @@ export const REDRIVE_BATCH = sql(
               coalesce(s.max_interruptions, 1), coalesce(s.max_deferrals, 100)
          FROM moved m
          LEFT JOIN stampeded_jobs s ON s.queue = m.source_queue AND s.id = m.source_id
-       RETURNING id
+       RETURNING queue, task
    )
-   SELECT (SELECT count(*) FROM inserted)::int AS moved,
-          (SELECT id::text FROM batch ORDER BY id DESC LIMIT 1) AS last_id`,
+   SELECT (SELECT id::text FROM batch ORDER BY id DESC LIMIT 1) AS last_id,
+          coalesce((SELECT json_agg(json_build_object('source_queue', queue, 'task', task, 'jobs', jobs) ORDER BY queue, task)
+                      FROM (SELECT queue, task, count(*)::int AS jobs FROM inserted GROUP BY 1, 2) g), '[]'::json) AS moved`,
 );
