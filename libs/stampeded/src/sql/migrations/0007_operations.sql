@@ -2,15 +2,22 @@
 -- CLI, and redriving a dead-letter queue.
 --
 -- MEASURED by bench/dashboard-queries.mjs, 1,000,000 jobs (40% finished in
--- the last hour, 2% failing, a quarter of them dead-letter copies), two
--- cores shared with other work, EXPLAIN ANALYZE execution time:
+-- the last hour, 2% failing, a quarter of them dead-letter copies, 2,000 of
+-- those waiting), two cores shared with other work. EXPLAIN ANALYZE's time /
+-- the same with TIMING OFF / the query's wall clock, in ms, best of 3:
 --
---   query                                  before        after
---   throughput chart, last hour            423 ms        see below: no index added
---   jobs: a task alone                     314 ms        0.4 ms    stampeded_jobs_task_idx
---   jobs: a task and a rare state          202 ms         37 ms    stampeded_jobs_task_idx
---   errors by fingerprint                  107 ms         25 ms    stampeded_jobs_failing_idx
---   dead-letter redrive preview            646 ms          1 ms    stampeded_jobs_dead_letter_idx
+--   query                        before              after            reads
+--   jobs: a task alone           454 / 712 / 607     0.1 / 0.1 / 1.5  stampeded_jobs_task_idx
+--   errors by fingerprint        136 / 143 / 187      15 /  13 /  14  stampeded_jobs_failing_idx
+--   redrive preview              551 / 572 / 463     0.7 / 0.6 / 1.4  stampeded_jobs_dead_letter_idx
+--   redrive preview, fingerprint 414 / 578 / 482     2.8 / 2.6 / 4.5  stampeded_jobs_dead_letter_idx
+--   throughput chart, last hour  348 / 271 / 235      82 /  38 /  29  the seed's finished_at index
+--
+-- Before, the preview read every row of the dead-letter queue's partition
+-- (a sequential scan of 250,000 copies, all but 2,000 long handled), a
+-- task's page walked every other queue's partition to its end (a task
+-- usually lives in one queue), and the errors page visited the heap once
+-- per failing job. The chart needed no index: see THROUGHPUT CHART below.
 --
 -- WHAT THEY COST. Every index on stampeded_jobs is written by every statement
 -- that puts a row in it, and claiming, failing and completing a job are not
@@ -26,25 +33,36 @@
 --   * None of them holds a column that a heartbeat, a touch or a checkpoint
 --     writes, so those updates stay HOT.
 --   * stampeded_jobs_task_idx is the one full index. A filter by task alone
---     has nothing else to read: the primary key is (queue, id), and a task
---     usually lives in one queue, so the page walked every other queue's
---     partition to the end to learn it held none of the task's jobs. It is
---     one entry per row version: on insert, on claim and on completion.
---     Measured with the write-cost numbers below.
+--     has nothing else to read: the primary key is (queue, id). It takes an
+--     entry per row version: on insert, on claim and on completion.
 --
--- WRITE COST, 50,000 jobs inserted 500 a statement and then claimed and
--- completed 500 a statement, one queue, best of 3:
+-- WRITE COST, MEASURED: 50,000 jobs inserted 500 a statement, then claimed
+-- and completed 500 a statement, one queue partition, plain SQL (no client
+-- work), EXPLAIN (ANALYZE, BUFFERS, WAL) summed over the statements:
 --
---                                  insert       claim + complete
---   migration 6                    (see README)
---   with these indexes             (see README)
+--                              insert                 claim + complete
+--                              WAL     buffers  ms    WAL     buffers  ms
+--   the seed's indexes         18.7 MB 248k     1094  48.1 MB 1127k    3582
+--   + the two partial ones     18.7 MB 248k     1075  48.1 MB 1208k    3300
+--   + stampeded_jobs_task_idx  25.0 MB 382k     1278  57.3 MB 1433k    3566
 --
--- THROUGHPUT CHART. No index: the chart was rewritten to count each minute
--- with its own index-only range scan of the seed's finished_at index (60
--- small counts instead of one hash aggregate over every job of the hour),
--- which is fast enough. An index (finished_at) INCLUDE (queue, state) would
--- let the chart split by queue and outcome, but would be written by every
--- completion of every job; the chart does not split, and does not pay it.
+-- (ms: best of 4 on two shared cores, within the noise of each other but for
+-- the task index's insert.) The partial indexes write nothing for jobs that
+-- do not fail. The task index adds a third to the WAL of an insert and a
+-- fifth to that of claiming and completing; through the runtime, whose
+-- enqueue and worker do more per job than these bare statements, the share
+-- is smaller. An install that is write-bound and never filters jobs by task
+-- alone can drop it (DROP INDEX stampeded_jobs_task_idx): only that filter
+-- slows, back to walking the primary key.
+--
+-- THROUGHPUT CHART. No index: the chart now counts each minute with its
+-- own index-only range scan of the seed's finished_at index (60 small counts
+-- instead of one hash aggregate over every job of the hour). Its cost still
+-- grows with the jobs finished in the hour (480,000 here); EXPLAIN ANALYZE's
+-- own clock reads, two per row per plan node, are half of its first number.
+-- An index (finished_at) INCLUDE (queue, state) would let the chart split by
+-- queue and outcome, but would be written by every completion of every job;
+-- the chart does not split, and does not pay for it.
 --
 -- ON A PARTITIONED TABLE. CREATE INDEX on stampeded_jobs builds the index on
 -- every partition and on each partition made later (stampeded_create_queue).
