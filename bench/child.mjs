@@ -23,11 +23,36 @@ function handle(args) {
 }
 
 function sampleRss() {
-  rss.push(process.memoryUsage().rss);
+  const m = process.memoryUsage();
+  rss.push(m.rss);
+  if (process.env.STAMPEDED_BENCH_MEMORY) process.stderr.write(`rss ${m.rss >> 20} heapTotal ${m.heapTotal >> 20} heapUsed ${m.heapUsed >> 20} external ${m.external >> 20} arrayBuffers ${m.arrayBuffers >> 20}\n`);
+}
+
+/**
+ * STAMPEDED_BENCH_ALLOCATIONS=file.heapprofile: a sampling profile of every
+ * allocation during the work, collected or not (diagnosis: what makes garbage).
+ */
+async function allocationProfiler() {
+  const file = process.env.STAMPEDED_BENCH_ALLOCATIONS;
+  if (!file) return async () => {};
+  const { Session } = await import('node:inspector/promises');
+  const { writeFileSync } = await import('node:fs');
+  const session = new Session();
+  session.connect();
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 16384,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  return async () => {
+    const { profile } = await session.post('HeapProfiler.stopSampling');
+    writeFileSync(`${file}.${process.pid}.heapprofile`, JSON.stringify(profile));
+  };
 }
 
 async function work() {
   const worker = await system.startWorker(url, { concurrency: options.concurrency, queues: options.queues, handle });
+  const stopProfiling = await allocationProfiler();
   rssTimer = setInterval(sampleRss, 250);
   sampleRss();
   const cpuStart = process.cpuUsage();
@@ -35,6 +60,7 @@ async function work() {
   clearInterval(rssTimer);
   sampleRss();
   const cpu = process.cpuUsage(cpuStart);
+  await stopProfiling();
   await worker.stop();
   return { firstAt, lastAt, handled, latencies, rss, cpuMs: (cpu.user + cpu.system) / 1000 };
 }

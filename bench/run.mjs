@@ -48,7 +48,12 @@ function log(line) {
 // ---------------------------------------------------------------- processes
 
 function spawn(system, url, options) {
-  const child = fork(here('./child.mjs'), [system, url, JSON.stringify(options)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // STAMPEDED_BENCH_WORKER_NODE_ARGS="--cpu-prof" profiles the worker processes (diagnosis).
+  const extra = options.mode === 'work' && process.env.STAMPEDED_BENCH_WORKER_NODE_ARGS ? process.env.STAMPEDED_BENCH_WORKER_NODE_ARGS.split(' ') : [];
+  const child = fork(here('./child.mjs'), [system, url, JSON.stringify(options)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: [...process.execArgv, ...extra],
+  });
   let onResult;
   const result = new Promise((resolve, reject) => {
     onResult = { resolve, reject };

@@ -50,6 +50,7 @@ describe('security: no SQL built from user input', () => {
     DEDUP_KEY: 'a constant SQL expression (sql/jobs.sql.ts)',
     INPUT_ROWS: 'a constant derived table reading the batch from $1 and $2 (sql/jobs.sql.ts)',
     INPUT_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',
+    CLAIMED_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',
     "INPUT_NAMES.join(', ')": 'the constant column names of INPUT_COLUMNS',
     "INPUT_NAMES.map((n) => `coalesce(b.${n}, c.${n}) AS ${n}`).join(', ')": 'the constant column names of INPUT_COLUMNS',
     SCHEDULE_COLUMNS: 'a constant column list',

@@ -9,6 +9,11 @@ export class JobEvents {
   private readonly subscriptions: Subscription[] = [];
   readonly events$: Observable<JobEvent> = this.subject.asObservable();
 
+  /** Whether anyone listens: an event nobody hears is not worth making. */
+  get observed(): boolean {
+    return this.subject.observed;
+  }
+
   emit(event: JobEvent): void {
     this.subject.next(event);
   }

@@ -53,6 +53,7 @@ export function toJob(row: JobRowResult): Job {
  * print than to update (bench/RESULTS.md).
  */
 export function toClaimedJob(row: JobRowResult, workerId: string): Job {
+  const claimedAt = new Date(row.heartbeat_at);
   return {
     id: row.id,
     queue: row.queue,
@@ -63,24 +64,24 @@ export function toClaimedJob(row: JobRowResult, workerId: string): Job {
     state: 'executing',
     priority: row.priority,
     destination: row.destination,
-    scheduledAt: row.scheduled_at,
+    scheduledAt: new Date(row.scheduled_at),
     expireSeconds: row.expire_seconds,
-    heartbeatAt: row.heartbeat_at,
+    heartbeatAt: claimedAt,
     attempt: row.attempt,
     maxAttempts: row.max_attempts,
-    attemptedBy: row.attempted_by,
+    attemptedBy: row.attempted_by ?? [workerId],
     interruptions: row.interruptions,
     maxInterruptions: row.max_interruptions,
     deferrals: row.deferrals,
     maxDeferrals: row.max_deferrals,
     checkpoint: row.checkpoint,
-    checkpointAt: row.checkpoint_at,
+    checkpointAt: row.checkpoint_at === null ? null : new Date(row.checkpoint_at),
     checkpointSeq: row.checkpoint_seq,
     backoffBaseMs: row.backoff_base_ms,
     backoffMaxMs: row.backoff_max_ms,
     claimedBy: workerId,
     // Set to the same instant as heartbeat_at by the claim.
-    claimedAt: row.heartbeat_at,
+    claimedAt,
     dedupScope: fromStoredDedupScope(row.dedup_scope),
     dedupPeriod: row.dedup_period,
     failureKind: row.failure_kind,
@@ -90,7 +91,7 @@ export function toClaimedJob(row: JobRowResult, workerId: string): Job {
     sourceId: row.source_id,
     sourceQueue: row.source_queue,
     sourceAttempts: row.source_attempts,
-    insertedAt: row.inserted_at,
+    insertedAt: new Date(row.inserted_at),
     // A claimed job has not finished.
     finishedAt: null,
   };

@@ -1,4 +1,5 @@
 import { sql } from './statement.js';
+import { CLAIMED_COLUMNS } from './jobs.sql.js';
 
 // Flow control: queue policies and verdicts, circuit breakers, tenant shares.
 // Durations travel as milliseconds, as in the maintenance statements.
@@ -164,9 +165,5 @@ export const READ_TENANTS = sql(
 
 export const CLAIM_FAIR = sql(
   'flow_claim_fair',
-  `SELECT id, queue, tenant_id, task, args, meta, priority, destination, scheduled_at, expire_seconds, heartbeat_at,
-          attempt, max_attempts, attempted_by, interruptions, max_interruptions, deferrals, max_deferrals,
-          checkpoint, checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms, dedup_scope, dedup_period,
-          failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue, source_attempts, inserted_at
-     FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`,
+  `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`,
 );

@@ -117,19 +117,27 @@ SELECT ord::int AS ord, id::text AS id, false AS deduplicated FROM input ORDER B
 export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
 
 /**
- * The worker's claim (migration 8): the seed's claim, driven by the
- * candidates' ids through the primary key, without the columns whose value
- * the claim itself decides (state, claimed_by, claimed_at = heartbeat_at,
- * finished_at) or that no worker reads (dedup_key); see toClaimedJob.
+ * What a worker reads of a job it claimed (see toClaimedJob): not the columns
+ * whose value the claim itself decides (state, claimed_by, claimed_at =
+ * heartbeat_at, finished_at) or that no worker reads (dedup_key). Times come
+ * as epoch milliseconds, and attempted_by as NULL when this claim is the only
+ * entry: parsing timestamps and text arrays was an eighth of what a no-op job
+ * allocated in the worker (bench/RESULTS.md).
  */
-export const CLAIM_BATCH = sql(
-  'stampeded_claim_batch',
-  `SELECT id, queue, tenant_id, task, args, meta, priority, destination, scheduled_at, expire_seconds, heartbeat_at,
-          attempt, max_attempts, attempted_by, interruptions, max_interruptions, deferrals, max_deferrals,
-          checkpoint, checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms, dedup_scope, dedup_period,
-          failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue, source_attempts, inserted_at
-     FROM stampeded_claim_batch($1, $2, $3, $4)`,
-);
+export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority, destination,
+          extract(epoch FROM scheduled_at)::float8 * 1000 AS scheduled_at, expire_seconds,
+          extract(epoch FROM heartbeat_at)::float8 * 1000 AS heartbeat_at, attempt, max_attempts,
+          CASE WHEN cardinality(attempted_by) = 1 THEN NULL ELSE attempted_by END AS attempted_by,
+          interruptions, max_interruptions, deferrals, max_deferrals, checkpoint,
+          extract(epoch FROM checkpoint_at)::float8 * 1000 AS checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms,
+          dedup_scope, dedup_period, failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue,
+          source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at`;
+
+/**
+ * The worker's claim (migration 8): the seed's claim, driven by the
+ * candidates' ids through the primary key.
+ */
+export const CLAIM_BATCH = sql('stampeded_claim_batch', `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_batch($1, $2, $3, $4)`);
 
 export const COMPLETE_MANY = sql(
   'stampeded_complete_many',

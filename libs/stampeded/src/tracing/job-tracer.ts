@@ -48,6 +48,12 @@ export class JobTracer {
     private readonly api: OtelApi,
     private readonly tracer: Tracer,
     private readonly parent: TracingConfig['parent'],
+    /**
+     * True while no SDK is registered behind the global provider: every span
+     * would be a no-op, and so is all the work around it. Asked per job, as
+     * an SDK may be registered after this app starts.
+     */
+    private readonly idle: () => boolean,
   ) {}
 
   /**
@@ -66,7 +72,12 @@ export class JobTracer {
     }
     // The global provider's tracer is a proxy: an SDK registered after this app starts is still used.
     const provider = (config.tracerProvider as OtelApi['trace'] | undefined) ?? api.trace;
-    return new JobTracer(api, provider.getTracer(config.tracerName), config.parent);
+    // A proxy without a delegate answers the API's own no-op provider.
+    const noop = new api.ProxyTracerProvider().getDelegate();
+    const idle = config.tracerProvider
+      ? () => false
+      : () => (api.trace.getTracerProvider() as InstanceType<OtelApi['ProxyTracerProvider']>).getDelegate?.() === noop;
+    return new JobTracer(api, provider.getTracer(config.tracerName), config.parent, idle);
   }
 
   /**
@@ -75,6 +86,7 @@ export class JobTracer {
    * `batch`: enqueueMany(), one span for all its jobs.
    */
   async enqueue(rows: JobRow[], batch: boolean, insert: (rows: JobRow[]) => Promise<EnqueueResult[]>): Promise<EnqueueResult[]> {
+    if (this.idle()) return insert(rows);
     const { context, propagation, trace, SpanKind } = this.api;
     const queue = rows.every((row) => row.queue === rows[0].queue) ? rows[0].queue : undefined;
     const attributes: Attributes = {
@@ -119,6 +131,7 @@ export class JobTracer {
    * comes before the handler returns.
    */
   execute<T>(job: Job, workerId: string, run: () => Promise<T>): Promise<T> {
+    if (this.idle()) return run();
     const { context, trace, SpanKind } = this.api;
     const enqueued = this.enqueueContext(job);
     const producer = trace.getSpanContext(enqueued);

@@ -8,82 +8,107 @@ import { toJsonObject } from '../queue/job-input.validator.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { JobContext } from '../interfaces/task.interface.js';
 
-/** What a job run tells its context, and hears back from it. */
-export interface JobRunHooks {
+/**
+ * What a job's context asks of the run it belongs to. One object for every
+ * run of a worker, told which run: a context with closures of its own per job
+ * was a sixth of what a no-op job allocated (bench/RESULTS.md).
+ */
+export interface JobRunHooks<Run> {
+  /** The run's AbortSignal, made when the handler first reads ctx.signal: most never do. */
+  signalOf(run: Run): AbortSignal;
   /** The job answered a touch or saved a checkpoint: push its deadline back. */
-  onAlive(): void;
+  onAlive(run: Run): void;
   /** The database says the job is no longer ours. */
-  onLost(reason: string): void;
+  onLost(run: Run, reason: string): void;
 }
 
 const logger = new Logger('Stampeded');
 
 function ignoreError(): void {}
 
-export function createJobContext(
-  db: StampededDatabase,
-  workerId: string,
-  job: Job,
-  /** Called when the handler first reads ctx.signal: most never do. */
-  signal: () => AbortSignal,
-  hooks: JobRunHooks,
-): JobContext {
-  const fence = [job.queue, job.id, workerId, job.attempt];
-  return {
-    id: job.id,
-    queue: job.queue,
-    task: job.task,
-    attempt: job.attempt,
-    maxAttempts: job.maxAttempts,
-    tenantId: job.tenantId,
-    destination: job.destination,
-    meta: job.meta,
-    get signal() {
-      return signal();
-    },
-    checkpoint: job.checkpoint ?? null,
-    async touch() {
-      const [row] = await db.query<{ owned: boolean | null }>(TOUCH, fence);
-      if (row?.owned) {
-        hooks.onAlive();
-        return true;
+/** The `ctx` a handler receives. What it holds for the worker is private: a handler that logs or serialises its context sees the job only. */
+export class RunContext<Run> implements JobContext {
+  readonly id: string;
+  readonly queue: string;
+  readonly task: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly tenantId: string | null;
+  readonly destination: string | null;
+  readonly meta: Readonly<Record<string, unknown>>;
+  readonly checkpoint: unknown;
+  readonly #db: StampededDatabase;
+  readonly #workerId: string;
+  readonly #hooks: JobRunHooks<Run>;
+  readonly #run: Run;
+
+  constructor(db: StampededDatabase, workerId: string, job: Job, hooks: JobRunHooks<Run>, run: Run) {
+    this.id = job.id;
+    this.queue = job.queue;
+    this.task = job.task;
+    this.attempt = job.attempt;
+    this.maxAttempts = job.maxAttempts;
+    this.tenantId = job.tenantId;
+    this.destination = job.destination;
+    this.meta = job.meta;
+    this.checkpoint = job.checkpoint ?? null;
+    this.#db = db;
+    this.#workerId = workerId;
+    this.#hooks = hooks;
+    this.#run = run;
+  }
+
+  get signal(): AbortSignal {
+    return this.#hooks.signalOf(this.#run);
+  }
+
+  /** The outcome fence of every statement a context runs: (queue, id, worker, attempt). */
+  #fence(): unknown[] {
+    return [this.queue, this.id, this.#workerId, this.attempt];
+  }
+
+  async touch(): Promise<boolean> {
+    const [row] = await this.#db.query<{ owned: boolean | null }>(TOUCH, this.#fence());
+    if (row?.owned) {
+      this.#hooks.onAlive(this.#run);
+      return true;
+    }
+    this.#hooks.onLost(this.#run, 'touch found the job no longer owned by this worker');
+    return false;
+  }
+
+  async saveCheckpoint(state: unknown): Promise<void> {
+    const text = state === undefined ? 'null' : JSON.stringify(state);
+    if (state !== null && typeof state === 'object' && !Array.isArray(state)) {
+      toJsonObject(`checkpoint of job ${this.id}`, 'state', state, Number.MAX_SAFE_INTEGER);
+    }
+    const bytes = Buffer.byteLength(text ?? 'null', 'utf8');
+    if (bytes > LIMITS.checkpointBytes) throw new CheckpointError(CHECKPOINT_TOO_LARGE(bytes, LIMITS.checkpointBytes));
+    // The schema RAISEs a WARNING when a large checkpoint keeps growing;
+    // node-postgres hands it over as a notice on the connection that ran it.
+    const client = await this.#db.pool.connect();
+    const onNotice = (notice: { severity?: string; message?: string }) => {
+      if (notice.severity === 'WARNING') logger.warn(`job ${this.id} (${this.task}): ${notice.message}`);
+    };
+    client.on('notice', onNotice);
+    // A checked-out client has no 'error' listener of the pool's: a cut
+    // connection would otherwise end the process (see StampededDatabase.transaction).
+    client.on('error', ignoreError);
+    try {
+      const bound = this.#db.statement(CHECKPOINT);
+      const result = await client.query<{ seq: number | null }>({ name: bound.name, text: bound.text, values: [...this.#fence(), text] });
+      if (result.rows[0]?.seq == null) {
+        this.#hooks.onLost(this.#run, 'saveCheckpoint found the job no longer owned by this worker');
+        throw new CheckpointError(`Checkpoint of job ${this.id} not saved: this worker no longer owns the job (cancelled, timed out or reaped).`);
       }
-      hooks.onLost('touch found the job no longer owned by this worker');
-      return false;
-    },
-    async saveCheckpoint(state: unknown) {
-      const text = state === undefined ? 'null' : JSON.stringify(state);
-      if (state !== null && typeof state === 'object' && !Array.isArray(state)) {
-        toJsonObject(`checkpoint of job ${job.id}`, 'state', state, Number.MAX_SAFE_INTEGER);
-      }
-      const bytes = Buffer.byteLength(text ?? 'null', 'utf8');
-      if (bytes > LIMITS.checkpointBytes) throw new CheckpointError(CHECKPOINT_TOO_LARGE(bytes, LIMITS.checkpointBytes));
-      // The schema RAISEs a WARNING when a large checkpoint keeps growing;
-      // node-postgres hands it over as a notice on the connection that ran it.
-      const client = await db.pool.connect();
-      const onNotice = (notice: { severity?: string; message?: string }) => {
-        if (notice.severity === 'WARNING') logger.warn(`job ${job.id} (${job.task}): ${notice.message}`);
-      };
-      client.on('notice', onNotice);
-      // A checked-out client has no 'error' listener of the pool's: a cut
-      // connection would otherwise end the process (see StampededDatabase.transaction).
-      client.on('error', ignoreError);
-      try {
-        const bound = db.statement(CHECKPOINT);
-        const result = await client.query<{ seq: number | null }>({ name: bound.name, text: bound.text, values: [...fence, text] });
-        if (result.rows[0]?.seq == null) {
-          hooks.onLost('saveCheckpoint found the job no longer owned by this worker');
-          throw new CheckpointError(`Checkpoint of job ${job.id} not saved: this worker no longer owns the job (cancelled, timed out or reaped).`);
-        }
-        hooks.onAlive();
-      } catch (err) {
-        if ((err as { code?: string }).code === '23514') throw new CheckpointError(CHECKPOINT_TOO_LARGE(bytes, LIMITS.checkpointBytes));
-        throw err;
-      } finally {
-        client.off('notice', onNotice);
-        client.off('error', ignoreError);
-        client.release();
-      }
-    },
-  };
+      this.#hooks.onAlive(this.#run);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23514') throw new CheckpointError(CHECKPOINT_TOO_LARGE(bytes, LIMITS.checkpointBytes));
+      throw err;
+    } finally {
+      client.off('notice', onNotice);
+      client.off('error', ignoreError);
+      client.release();
+    }
+  }
 }

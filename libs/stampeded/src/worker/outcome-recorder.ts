@@ -65,12 +65,7 @@ export class OutcomeRecorder {
         const batch = this.pending.splice(0, this.batchSize);
         try {
           const rows = await this.persist(() =>
-            this.db.query<{ id: string }>(COMPLETE_MANY, [
-              this.workerId,
-              batch.map((p) => p.job.queue),
-              batch.map((p) => p.job.id),
-              batch.map((p) => p.job.attempt),
-            ]),
+            this.db.query<{ id: string }>(COMPLETE_MANY, [this.workerId, ...completionArrays(batch)]),
           );
           const done = new Set(rows.map((r) => r.id));
           for (const p of batch) p.resolve(done.has(p.job.id));
@@ -158,4 +153,27 @@ export function isConnectionError(err: unknown): boolean {
 export function isTransientConflict(err: unknown): boolean {
   const code = (err as { code?: string })?.code;
   return code === '40P01' || code === '40001';
+}
+
+/**
+ * The completion's three arrays as PostgreSQL array literals, written here:
+ * ids are UUIDs and attempts integers, which need no quoting, and a queue is
+ * quoted once per batch however many of its jobs the batch holds. Handing
+ * node-postgres the JS arrays escaped every element of every batch through
+ * a regular expression: a tenth of what a no-op job allocated.
+ */
+export function completionArrays(batch: readonly { job: Job }[]): [queues: string, ids: string, attempts: string] {
+  const quoted = new Map<string, string>();
+  const queues = new Array<string>(batch.length);
+  const ids = new Array<string>(batch.length);
+  const attempts = new Array<number>(batch.length);
+  for (let i = 0; i < batch.length; i++) {
+    const { job } = batch[i];
+    let q = quoted.get(job.queue);
+    if (q === undefined) quoted.set(job.queue, (q = `"${job.queue.replace(/[\\"]/g, '\\$&')}"`));
+    queues[i] = q;
+    ids[i] = job.id;
+    attempts[i] = job.attempt;
+  }
+  return [`{${queues.join(',')}}`, `{${ids.join(',')}}`, `{${attempts.join(',')}}`];
 }

@@ -9,7 +9,7 @@ import { CLAIM_BATCH } from '../sql/jobs.sql.js';
 import { sql } from '../sql/statement.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { retryDelayMs } from './backoff.js';
-import { createJobContext } from './job-context.js';
+import { RunContext, type JobRunHooks } from './job-context.js';
 import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
 import type { FlowGate } from '../flow/flow-gate.js';
@@ -111,6 +111,12 @@ export class Worker {
   /** The latest claim time (database clock, ms) of any job a claim handed us. */
   private lastClaimAt = 0;
   private readonly buffer: Job[] = [];
+  /** What every job's context asks of its run (see RunContext). */
+  private readonly runHooks: JobRunHooks<RunningJob> = {
+    signalOf: (entry) => this.signalOf(entry),
+    onAlive: (entry) => this.armDeadline(entry, Date.now()),
+    onLost: (entry, reason) => this.abandon(entry, 'lost', reason),
+  };
   private readonly emptyQueues = new Set<string>();
   private readonly recorder: OutcomeRecorder;
   private nextQueue = 0;
@@ -323,7 +329,7 @@ export class Worker {
     const jobs = rows.map((row) => toClaimedJob(row, workerId));
     for (const job of jobs) {
       this.claimedLocally.set(job, sentAt);
-      const claimedAt = job.claimedAt ? new Date(job.claimedAt).getTime() : 0;
+      const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
       if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
     }
     this.config.flow?.claimed(jobs);
@@ -365,7 +371,16 @@ export class Worker {
     }
     this.emit('active', job);
     const tracer = this.config.tracer;
-    entry.done = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry)) : this.run(entry);
+    const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry)) : this.run(entry);
+    // Every failure of a job's own is recorded inside run(); what escapes it
+    // (a connection cut while flow control asked the database something) must
+    // not end the process as an unhandled rejection. The job, unrecorded,
+    // runs again when it expires.
+    entry.done = run.catch((err: unknown) => {
+      this.logger.error(`job ${job.id}: ${(err as Error)?.message ?? String(err)}; nothing was recorded, it will run again when it expires`);
+      this.settle(entry);
+      return 'lost' as const;
+    });
     return entry.done;
   }
 
@@ -413,10 +428,7 @@ export class Worker {
       }
     }
     this.armDeadline(entry, this.claimedLocally.get(job) ?? Date.now());
-    const ctx = createJobContext(this.db, this.config.workerId, job, () => this.signalOf(entry), {
-      onAlive: () => this.armDeadline(entry, Date.now()),
-      onLost: (reason) => this.abandon(entry, 'lost', reason),
-    });
+    const ctx = new RunContext(this.db, this.config.workerId, job, this.runHooks, entry);
     let result: unknown;
     try {
       result = await this.invoke(task, job, ctx, entry);
@@ -440,7 +452,7 @@ export class Worker {
     return owned ? 'completed' : 'lost';
   }
 
-  private invoke(task: RegisteredTask, job: Job, ctx: ReturnType<typeof createJobContext>, entry: RunningJob): Promise<unknown> {
+  private invoke(task: RegisteredTask, job: Job, ctx: RunContext<RunningJob>, entry: RunningJob): Promise<unknown> {
     if (task.metadata.isolation === 'process') {
       if (!this.processRunner) throw new Error('isolation: process is not available in this worker');
       return this.processRunner.run(task, job, ctx, this.signalOf(entry));
@@ -559,9 +571,9 @@ export class Worker {
     return owned ? 'released' : 'lost';
   }
 
-  private emit(type: JobEventType, job: Job, extra: Partial<JobEvent> = {}): void {
-    this.config.tracer?.observe(type, job, extra);
-    this.events.emit({ type, job, workerId: this.config.workerId, ...extra });
+  private emit(type: JobEventType, job: Job, extra?: Partial<JobEvent>): void {
+    this.config.tracer?.observe(type, job, extra ?? {});
+    if (this.events.observed) this.events.emit({ type, job, workerId: this.config.workerId, ...extra });
   }
 
   /**
