@@ -68,8 +68,13 @@ const DEADLINE_SWEEP_MS = 100;
  * that jobs do not wait long claimed but not started.
  */
 const AUTO_PREFETCH_WINDOW_MS = 200;
-/** The most jobs prefetch 'auto' claims ahead. */
-const AUTO_PREFETCH_MAX = 1000;
+/**
+ * The most jobs prefetch 'auto' claims ahead: one claim statement's worth.
+ * At 1,000 a worker at concurrency 50 peaked at 168-171 MB (jobs held long
+ * enough to outlive the young generation), at 500 at 146-149 MB, no slower
+ * (bench/RESULTS.md).
+ */
+const AUTO_PREFETCH_MAX = 500;
 /** Claim statements one worker runs at once. */
 const MAX_PARALLEL_CLAIMS = 2;
 
