@@ -110,17 +110,5 @@ AS $$
     RETURNING j.id, j.queue;
 $$;
 
--- Every function runs with the search_path of the schema it was installed in
--- (see migration 2).
-DO $$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOR f IN
-        SELECT p.oid::regprocedure FROM pg_proc p
-         WHERE p.pronamespace = current_schema()::regnamespace
-           AND p.proname LIKE 'stampeded\_%'
-    LOOP
-        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
-    END LOOP;
-END $$;
+-- The new functions' search_path is pinned by the migration runner (see
+-- PIN_SEARCH_PATH in migrations.ts), as migration 2 pinned the seed's.

@@ -23,6 +23,26 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
 
+/**
+ * Run after every migration past the seed: each function runs with the
+ * search_path of the schema it was installed in (why: migration 2). Until
+ * migration 7 every file ended with this block itself; from migration 8 a
+ * function a migration creates is pinned here, however the file ends.
+ */
+const PIN_SEARCH_PATH = `
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_proc p
+         WHERE p.pronamespace = current_schema()::regnamespace
+           AND p.proname LIKE 'stampeded\\_%'
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+    END LOOP;
+END $$`;
+
 /** Runs one SQL text (several statements when it has no parameters) and returns its rows. */
 export type SqlRunner = (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>;
 
@@ -93,6 +113,7 @@ export async function applyMigrations(
     if (options.upTo !== undefined && migration.version > options.upTo) break;
     if (done.has(migration.version)) continue;
     await run(migrationSql(migration.file));
+    if (migration.version > 1) await run(PIN_SEARCH_PATH);
     await run(`INSERT INTO stampeded_schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
     applied.push(migration);
     options.onApplied?.(migration);
