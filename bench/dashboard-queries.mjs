@@ -74,6 +74,8 @@ try {
   await client.query(`VACUUM ANALYZE`);
   const [{ id: someId, queue: someQueue }] = (await client.query(`SELECT id::text, queue FROM stampeded_jobs WHERE queue = 'payments' LIMIT 1`)).rows;
   const after = { queue: 'emails', id: someId };
+  // Halfway down the list's order: where a bounded scan resumes after 25 clicks.
+  const [halfway] = (await client.query(`SELECT queue, id::text FROM stampeded_jobs ORDER BY queue DESC, id DESC OFFSET $1 LIMIT 1`, [Math.floor(total / 2)])).rows;
   const { rows: [fp] } = await client.query(`SELECT encode(stampeded_fingerprint('connection reset by 10.0.0.1'), 'hex') AS hex`);
   const bound = (await client.query(`SELECT uuidv7()::text AS id`)).rows[0].id;
 
@@ -90,9 +92,18 @@ try {
       ['jobs: destination + state', { destination: 'api-2', state: 'completed' }],
       ['jobs: task (rare state)', { task: 'task-1', state: 'retryable' }],
       ['jobs: rare state', { state: 'retryable' }],
-      ['jobs: task', { task: 'task-3' }],
+      // A task alone has no index: each page is a bounded scan of the
+      // primary key, 20,000 jobs at most. task-3 lives only in emails-dead,
+      // after every reports job in the list's order: the first page reads its
+      // whole budget and finds none, the most a page of it can cost; so does
+      // task-2, which lives only in reports, from halfway down. From the
+      // start, task-2 fills a page within its first 300 jobs.
+      ['jobs: task, bounded scan, no match', { task: 'task-3' }],
+      ['jobs: task, bounded scan, halfway', { task: 'task-2', after: halfway }],
+      ['jobs: task, bounded scan, page found', { task: 'task-2' }],
+      ['jobs: task + completed, bounded scan', { task: 'task-3', state: 'completed' }],
     ].map(([name, filters]) => {
-      const { statement, values } = listJobsQuery(filters, 51);
+      const { statement, values } = listJobsQuery(filters, 51, 20_000);
       return [name, statement.text, values];
     }),
     ['job: by id and queue', GET_JOB.text, [someId, someQueue]],

@@ -195,6 +195,29 @@ describe('stampeded CLI', () => {
       expect(human.stdout).toMatch(/next page: --after \S+/);
     });
 
+    it('lists a task no index serves a bounded scan at a time, resuming where each scan stopped', async () => {
+      // Mail's seven sends come first in the list's order, billing's refund after them.
+      const human = await cli(url, ['jobs', 'list', '--task', 'refund', '--scan', '3']);
+      expect(human.code).toBe(0);
+      expect(human.stdout).toMatch(/^no jobs of task refund among the first 3 jobs; search further: --after \S+$/m);
+      const seen: string[] = [];
+      let after: string | null = null;
+      let pages = 0;
+      do {
+        const page: any = (await cli(url, ['jobs', 'list', '--task', 'refund', '--scan', '3', '--limit', '1', '--json', ...(after ? ['--after', after] : [])])).json();
+        expect(page.scan.budget).toBe(3);
+        seen.push(...page.jobs.map((j: any) => j.id));
+        after = page.next;
+      } while (after && ++pages < 20);
+      const { rows } = await sql.query(`SELECT id::text FROM stampeded_jobs WHERE task = 'refund' ORDER BY queue DESC, id DESC`);
+      expect(seen).toEqual(rows.map((r) => r.id));
+      for (const scan of ['lots', '0', '100001']) {
+        const bad = await cli(url, ['jobs', 'list', '--task', 'refund', '--scan', scan]);
+        expect(bad.code).toBe(2);
+        expect(bad.stderr).toMatch(/scan is how many jobs .* from 1 to 100,000/);
+      }
+    });
+
     it('shows, retries, cancels and discards one job, exiting 1 when the job is missing or unchanged', async () => {
       const [id] = pending;
       const shown = await cli(url, ['jobs', 'show', id, '--json']);

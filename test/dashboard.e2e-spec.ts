@@ -174,6 +174,10 @@ describe('dashboard', () => {
       expect(bad.status).toBe(400);
       expect((await bad.json()).message).toMatch(/state must be one of/);
       expect((await get('/stampeded/api/jobs?after=garbage')).status).toBe(400);
+      const badScan = await get('/stampeded/api/jobs?task=newsletter&scan=lots');
+      expect(badScan.status).toBe(400);
+      expect((await badScan.json()).message).toMatch(/scan is how many jobs .* from 1 to 100,000; got "lots"/);
+      expect((await get('/stampeded/api/jobs?task=newsletter&scan=0')).status).toBe(400);
     });
 
     it('groups failing jobs by error fingerprint, order numbers normalised out', async () => {
@@ -331,6 +335,29 @@ describe('dashboard', () => {
       expect(detail).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
       expect(detail).not.toContain('<script>alert(1)');
       expect((await get('/stampeded/jobs/01a2372e-0000-7000-8000-000000000000')).status).toBe(404);
+    });
+
+    it('lists a task no index serves a few jobs of the table at a time, each page saying how far it read', async () => {
+      // Work's jobs come first in the list's order, mail's newsletters after them.
+      const first = await (await get('/stampeded/jobs?task=newsletter&scan=3')).text();
+      expect(first).toMatch(/<p>No jobs of task newsletter among the first 3 jobs\. <a rel="next" href="[^"]+">Search further →<\/a><\/p>/);
+      expect(first).toContain('No index serves this filter: each page reads at most 3 jobs');
+      expect(first).toContain('<input type="hidden" name="scan" value="3">');
+      const seen: string[] = [];
+      let html = first;
+      let pages = 1;
+      for (;;) {
+        seen.push(...[...html.matchAll(/<tr><td><a href="\/stampeded\/jobs\/([0-9a-f-]{36})\?/g)].map((m) => m[1]));
+        const next = /<a rel="next" href="([^"]+)">/.exec(html)?.[1];
+        if (!next) break;
+        expect(next).toMatch(/scan=3/);
+        html = await (await get(next.replaceAll('&amp;', '&'))).text();
+        // A page short of matches says how far it read, unless it read to the end.
+        if (html.includes('rel="next"')) expect(html).toMatch(/Showing \d+ match(es)? found in the next 3 jobs\.|No more jobs of task newsletter among the next 3 jobs\./);
+        expect(++pages).toBeLessThan(50);
+      }
+      const { rows } = await sql.query(`SELECT id::text FROM stampeded_jobs WHERE task = 'newsletter' ORDER BY queue DESC, id DESC`);
+      expect(seen).toEqual(rows.map((r) => r.id));
     });
 
     it('renders errors, workers and health', async () => {

@@ -29,6 +29,9 @@ export const SCHEDULE_NOT_FOUND = (key: string) => `No schedule with key ${JSON.
 export const BAD_FILTER = (name: string, value: string, allowed: readonly string[]) =>
   `${name} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`;
 
+export const BAD_SCAN = (value: string, max: number) =>
+  `scan is how many jobs a page of a filter without an index may read: a whole number from 1 to ${max.toLocaleString('en')}; got ${JSON.stringify(value)}.`;
+
 export const BAD_CURSOR = () => `The page cursor is not one this dashboard wrote: start again from the first page.`;
 
 export const NOT_ACTIONABLE = (action: string, id: string, state: string) =>

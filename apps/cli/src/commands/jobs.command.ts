@@ -17,13 +17,23 @@ export function registerJobs(program: Command): void {
     .option('--destination <destination>', 'only this destination')
     .option('--limit <n>', 'rows per page (at most 500)', positiveInt('--limit'), 50)
     .option('--after <cursor>', 'the page after this cursor (printed under the previous page)')
+    .option('--scan <n>', 'a task without a queue, tenant, destination or waiting or running state has no index: read at most n jobs per page for it (default 20000)')
     .action((opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
         const page = await inspector.jobs(opts);
         emit(options, page, () => {
-          if (!page.jobs.length) return 'no jobs';
           const rows = page.jobs.map((j) => [j.id, j.queue, j.task, j.state, `${j.attempt}/${j.max_attempts}`, j.scheduled_at, j.last_error]);
-          const body = table(['ID', 'QUEUE', 'TASK', 'STATE', 'ATTEMPT', 'SCHEDULED', 'LAST ERROR'], rows);
+          const body = rows.length ? table(['ID', 'QUEUE', 'TASK', 'STATE', 'ATTEMPT', 'SCHEDULED', 'LAST ERROR'], rows) : '';
+          if (page.scan?.ranOut) {
+            // The budget ran out before a page matched: say how far it read,
+            // and hand on the cursor from where it stopped.
+            const span = `the ${opts.after ? 'next' : 'first'} ${page.scan.budget.toLocaleString('en')} jobs`;
+            const found = rows.length
+              ? `${rows.length === 1 ? '1 match' : `${rows.length} matches`} found in ${span}`
+              : `no ${opts.after ? 'more ' : ''}${opts.state ? `${opts.state} ` : ''}jobs of task ${opts.task} among ${span}`;
+            return `${body ? `${body}\n\n` : ''}${found}; search further: --after ${page.next}`;
+          }
+          if (!rows.length) return 'no jobs';
           return page.next ? `${body}\n\nnext page: --after ${page.next}` : body;
         });
       }),

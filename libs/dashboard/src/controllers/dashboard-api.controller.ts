@@ -69,7 +69,10 @@ export class DashboardApiController {
   @Get('jobs')
   @Header('Cache-Control', 'no-store')
   jobs(@Query() q: Record<string, string | undefined>) {
-    return this.inspector.jobs({ queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, limit: q.limit ? Number(q.limit) || 50 : undefined });
+    return this.inspector.jobs({
+      queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, scan: q.scan,
+      limit: q.limit ? Number(q.limit) || 50 : undefined,
+    });
   }
 
   @Get('jobs/:id')

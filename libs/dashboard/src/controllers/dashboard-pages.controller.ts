@@ -47,7 +47,7 @@ export class DashboardPagesController {
   @Get('jobs')
   @HtmlPage()
   async jobs(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
-    const filters = { queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after };
+    const filters = { queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, scan: q.scan };
     const page = await this.inspector.jobs(filters);
     return jobsPage(this.context(request, response), filters, page);
   }

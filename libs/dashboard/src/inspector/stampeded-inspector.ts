@@ -1,13 +1,15 @@
 import type { QueryResultRow } from 'pg';
 import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
 import type { Statement } from '../sql/statement.js';
-import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
+import {
+  CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters,
+} from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE, SET_QUEUE_VERDICT } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
-import { BAD_CURSOR, BAD_FILTER, NOT_A_JOB_ID } from '../dashboard.messages.js';
+import { BAD_CURSOR, BAD_FILTER, BAD_SCAN, NOT_A_JOB_ID } from '../dashboard.messages.js';
 
 /** What the inspector needs of a database: StampededDatabase fits. */
 export interface InspectorDatabase {
@@ -47,6 +49,15 @@ export interface JobPage {
   jobs: Record<string, unknown>[];
   /** Pass as `after` for the next page; null on the last page. */
   next: string | null;
+  /**
+   * Present when no index serves the filters (a task, alone or with a state
+   * no index holds): the page read at most `budget` jobs in list order from
+   * its cursor and kept those that matched. `ranOut` when the budget was
+   * spent before a page more matched: `jobs` may then be short or empty
+   * with more to find, and `next` resumes where the scan stopped, not after
+   * the last match.
+   */
+  scan?: { budget: number; ranOut: boolean };
 }
 
 export interface ActionResult {
@@ -127,21 +138,34 @@ export class StampededInspector {
     return [...buckets.values()].sort((a, b) => a.at - b.at).slice(-minutes);
   }
 
-  async jobs(filters: { queue?: string; state?: string; task?: string; tenant?: string; destination?: string; after?: string; limit?: number } = {}): Promise<JobPage> {
+  async jobs(
+    filters: { queue?: string; state?: string; task?: string; tenant?: string; destination?: string; after?: string; limit?: number; scan?: number | string } = {},
+  ): Promise<JobPage> {
     const limit = Math.min(Math.max(1, Math.floor(filters.limit ?? 50)), MAX_PAGE);
     if (filters.state !== undefined && !STATES.includes(filters.state as State)) {
       throw new InspectorInputError(BAD_FILTER('state', filters.state, STATES));
     }
+    const budget = scanBudget(filters.scan);
     const query: JobFilters = {};
     for (const key of ['queue', 'state', 'task', 'tenant', 'destination'] as const) {
       if (filters[key] !== undefined && filters[key] !== '') query[key] = filters[key];
     }
     if (filters.after) query.after = decodeCursor(filters.after);
-    const { statement, values } = listJobsQuery(query, limit + 1);
+    const { statement, values, scan } = listJobsQuery(query, limit + 1, budget);
     const rows = await this.db.query(statement, values);
-    const page = rows.slice(0, limit);
+    if (scan === null) {
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return { jobs: page, next: rows.length > limit && last ? encodeCursor(last.queue, last.id) : null };
+    }
+    // A bounded scan's rows: its matches in list order, and, last, the scan's
+    // own last row when the budget was spent before the LIMIT was reached.
+    const end = rows.find((r) => r.scan_end);
+    const matches = rows.filter((r) => r.matched).map(({ matched: _m, scan_end: _e, ...job }) => job);
+    const page = matches.slice(0, limit);
     const last = page[page.length - 1];
-    return { jobs: page, next: rows.length > limit && last ? encodeCursor(last.queue, last.id) : null };
+    if (matches.length > limit && last) return { jobs: page, next: encodeCursor(last.queue, last.id), scan: { budget: scan, ranOut: false } };
+    return { jobs: page, next: end ? encodeCursor(end.queue, end.id) : null, scan: { budget: scan, ranOut: end !== undefined } };
   }
 
   async job(id: string, queue?: string): Promise<Record<string, unknown> | null> {
@@ -287,6 +311,14 @@ export function emptyCounts(): Record<State, number> {
 
 function assertJobId(id: string): void {
   if (typeof id !== 'string' || !UUID.test(id)) throw new InspectorInputError(NOT_A_JOB_ID(id));
+}
+
+/** A bounded scan's budget: absent for the default, else a whole number of jobs no larger than MAX_SCAN. */
+function scanBudget(value: number | string | undefined): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const n = typeof value === 'number' ? value : /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_SCAN) throw new InspectorInputError(BAD_SCAN(String(value), MAX_SCAN));
+  return n;
 }
 
 export function encodeCursor(queue: string, id: string): string {

@@ -32,7 +32,9 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
   const stateSelect = `<select name="state"><option value="">any state</option>${STATES.map(
     (s) => `<option${filters.state === s ? ' selected' : ''}>${s}</option>`,
   ).join('')}</select>`;
-  const form = `<form class="filters" method="get" action="${esc(`${ctx.base}/jobs`)}">${input('queue')}${stateSelect}${input('task')}${input('tenant')}${input('destination')}<button>Filter</button></form>`;
+  // A scan budget given in the address stays with the filters it was given for.
+  const scanField = filters.scan ? `<input type="hidden" name="scan" value="${esc(filters.scan)}">` : '';
+  const form = `<form class="filters" method="get" action="${esc(`${ctx.base}/jobs`)}">${input('queue')}${stateSelect}${input('task')}${input('tenant')}${input('destination')}${scanField}<button>Filter</button></form>`;
   const rows = page.jobs.map((j) => [
     jobLink(ctx, j.id, j.queue),
     esc(j.queue),
@@ -46,7 +48,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
     j.last_error ? `<span class="bad">${esc(firstLine(j.last_error))}</span>` : show(null),
   ]);
   const { after: _after, ...rest } = filters;
-  const next = page.next ? `<p><a rel="next" href="${esc(`${ctx.base}/jobs${query({ ...rest, after: page.next })}`)}">Next page →</a></p>` : '';
+  const nextHref = page.next ? `${ctx.base}/jobs${query({ ...rest, after: page.next })}` : '';
   const first = filters.after ? `<p><a href="${esc(`${ctx.base}/jobs${query(rest)}`)}">← First page</a></p>` : '';
   // A dead-letter queue's listing offers to put its copies back on their
   // source queues (narrowed to the task filter, when there is one).
@@ -54,7 +56,30 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
     filters.queue && page.jobs.some((j) => j.source_queue)
       ? `<p>${actionButton(ctx, `/actions/dlq/${encodeURIComponent(filters.queue)}/redrive`, `Redrive ${filters.task ? `${filters.task} jobs` : 'all dead letters'} back to their source queues`, `${ctx.base}/jobs${query(rest)}`, filters.task ? { task: filters.task } : {})}</p>`
       : '';
-  return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${table(['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'], rows, 'no jobs match')}${first}${next}`);
+  const columns = ['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'];
+  if (!page.scan) {
+    const next = nextHref ? `<p><a rel="next" href="${esc(nextHref)}">Next page →</a></p>` : '';
+    return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${table(columns, rows, 'no jobs match')}${first}${next}`);
+  }
+  // No index serves this filter: the page is what a bounded read of the
+  // table found, and says so, with a link that reads on from where it stopped.
+  const budget = page.scan.budget.toLocaleString('en');
+  const more = filters.after ? 'more ' : '';
+  const which = `${filters.state ? `${filters.state} ` : ''}jobs of task ${filters.task ?? ''}`;
+  const span = `the ${filters.after ? 'next' : 'first'} ${budget} jobs`;
+  let body: string;
+  if (!page.scan.ranOut) {
+    const next = nextHref ? `<p><a rel="next" href="${esc(nextHref)}">Next page →</a></p>` : '';
+    body = `${table(columns, rows, `no ${more}${which}`)}${first}${next}`;
+  } else {
+    const further = ` <a rel="next" href="${esc(nextHref)}">Search further →</a>`;
+    const found = page.jobs.length === 1 ? '1 match' : `${page.jobs.length} matches`;
+    body = page.jobs.length
+      ? `${table(columns, rows)}<p>Showing ${found} found in ${esc(span)}.${further}</p>${first}`
+      : `<p>No ${more}${esc(which)} among ${esc(span)}.${further}</p>${first}`;
+  }
+  const note = `<p class="dim">No index serves this filter: each page reads at most ${budget} jobs, in the list's order, and shows those that match.</p>`;
+  return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${body}${note}`);
 }
 
 export function jobPage(ctx: PageContext, job: Record<string, any>): string {

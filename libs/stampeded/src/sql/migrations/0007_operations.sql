@@ -1,5 +1,6 @@
 -- Migration 7: indexes for what operators run -- the dashboard's pages, the
--- CLI, and redriving a dead-letter queue.
+-- CLI, and redriving a dead-letter queue -- and the one it does not build,
+-- for a filter by task alone (TASK FILTER below).
 --
 -- MEASURED by bench/dashboard-queries.mjs, 1,000,000 jobs (40% finished in
 -- the last hour, 2% failing, a quarter of them dead-letter copies, 2,000 of
@@ -7,7 +8,7 @@
 -- the same with TIMING OFF / the query's wall clock, in ms, best of 3:
 --
 --   query                        before              after            reads
---   jobs: a task alone           454 / 712 / 607     0.1 / 0.1 / 1.5  stampeded_jobs_task_idx
+--   jobs: a task alone           454 / 712 / 607      21 /  20 /  24  the primary key, 20,000 jobs at most
 --   errors by fingerprint        136 / 143 / 187      15 /  13 /  14  stampeded_jobs_failing_idx
 --   redrive preview              551 / 572 / 463     0.7 / 0.6 / 1.4  stampeded_jobs_dead_letter_idx
 --   redrive preview, fingerprint 414 / 578 / 482     2.8 / 2.6 / 4.5  stampeded_jobs_dead_letter_idx
@@ -17,7 +18,8 @@
 -- (a sequential scan of 250,000 copies, all but 2,000 long handled), a
 -- task's page walked every other queue's partition to its end (a task
 -- usually lives in one queue), and the errors page visited the heap once
--- per failing job. The chart needed no index: see THROUGHPUT CHART below.
+-- per failing job. The task's page is now a bounded scan, not an index (TASK
+-- FILTER below), and the chart needed no index (THROUGHPUT CHART below).
 --
 -- WHAT THEY COST. Every index on stampeded_jobs is written by every statement
 -- that puts a row in it, and claiming, failing and completing a job are not
@@ -32,9 +34,9 @@
 --     succeeds on its first attempt never enters either.
 --   * None of them holds a column that a heartbeat, a touch or a checkpoint
 --     writes, so those updates stay HOT.
---   * stampeded_jobs_task_idx is the one full index. A filter by task alone
---     has nothing else to read: the primary key is (queue, id). It takes an
---     entry per row version: on insert, on claim and on completion.
+--   * An index for the task filter, (task, queue, id), would be a full one:
+--     an entry per row version of every job, on insert, on claim and on
+--     completion. Measured below, and not built.
 --
 -- WRITE COST, MEASURED: 50,000 jobs inserted 500 a statement, then claimed
 -- and completed 500 a statement, one queue partition, plain SQL (no client
@@ -44,19 +46,33 @@
 --                              WAL     buffers  ms    WAL     buffers  ms
 --   the seed's indexes         18.7 MB 248k     1094  48.1 MB 1127k    3582
 --   + the two partial ones     18.7 MB 248k     1075  48.1 MB 1208k    3300
---   + stampeded_jobs_task_idx  25.0 MB 382k     1278  57.3 MB 1433k    3566
+--   + (task, queue, id)        25.0 MB 382k     1278  57.3 MB 1433k    3566
 --
 -- (ms: best of 4 on two shared cores, within the noise of each other but for
 -- the task index's insert.) The partial indexes write nothing for jobs that
--- do not fail. The task index adds a third to the WAL of an insert and a
+-- do not fail. The task index added a third to the WAL of an insert and a
 -- fifth to that of claiming and completing. Through the runtime, 50,000 jobs
 -- enqueued by QueueService.enqueueMany() 5,000 a call into one queue, the
 -- three indexes together took 7% to 21% longer (median of 6 and of 10
 -- rounds, interleaved, on a loaded machine; best rounds 867 -> 1072 ms and
--- 1221 -> 1388 ms): that is the task index. An install that is write-bound
--- and never filters jobs by task alone can drop it (DROP INDEX
--- stampeded_jobs_task_idx): only that filter slows, back to walking the
--- primary key.
+-- 1221 -> 1388 ms): that was the task index. Enqueue, claim and complete are
+-- what the product is for; one filter of one page does not get to slow them.
+--
+-- TASK FILTER. Without that index, the jobs list filtered by a task alone
+-- (or with a state that no partial index holds: completed, discarded,
+-- cancelled) is a bounded scan, as dashboards do for a filter they have no
+-- index for: a page walks at most N jobs (20,000 unless the operator asks
+-- for another budget, at most 100,000) of the primary key, backwards from
+-- its cursor in the list's own order, keeps those of the task, and stops at
+-- a page of them or at the budget. A page costs at most N index entries and
+-- N heap rows, however rare the task or large the table: 21 / 20 / 24 ms
+-- (as above) on a million jobs for a page that reads its whole budget of
+-- 20,000 and finds nothing, 0.3 / 0.3 / 1.7 for one that fills early.
+-- When the budget runs out first, the page says so and its cursor resumes
+-- from where the scan stopped, so a task far back in the table is found a
+-- bounded chunk a click, never by one slow page. A filter with an index of
+-- its own (a queue, tenant, destination, waiting or running state) reads
+-- that index as before.
 --
 -- THROUGHPUT CHART. No index: the chart now counts each minute with its
 -- own index-only range scan of the seed's finished_at index (60 small counts
@@ -77,12 +93,6 @@
 -- CREATE INDEX ... ON ONLY stampeded_jobs under the name used here, and
 -- ALTER INDEX ... ATTACH PARTITION each partition's to it; this migration
 -- then finds the parent's index there (IF NOT EXISTS) and builds nothing.
-
--- Jobs list filtered by task (the dashboard's task filter, `stampeded jobs
--- list --task`): read in the page's own order, (queue DESC, id DESC) within
--- the task, from each partition, merged.
-CREATE INDEX IF NOT EXISTS stampeded_jobs_task_idx
-    ON stampeded_jobs (task, queue, id);
 
 -- Errors grouped by fingerprint: only jobs failing now (retrying or
 -- discarded), with every column the page groups by in the index, so that
