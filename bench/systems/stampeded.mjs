@@ -13,7 +13,7 @@ export const version = require('../../libs/stampeded/package.json').version;
 
 /** Stampeded's own defaults: nothing is tuned for the benchmark. */
 export function settings({ concurrency }) {
-  return { concurrency, prefetch: "default (auto: ~200 ms of work, concurrency..1000)", claimBatchSize: "default (500)", completionBatchSize: "default (500)", poolSize: "default (10)" };
+  return { concurrency, prefetch: "default (auto: ~200 ms of work, concurrency..500)", claimBatchSize: "default (500)", completionBatchSize: "default (500)", poolSize: "default (10)" };
 }
 
 export async function install(url) {
@@ -54,14 +54,16 @@ async function boot(url, worker, handle) {
   Task('noop')(Noop);
   class BenchModule {}
   Module({
-    imports: [StampededModule.forRoot({ connection: { url }, worker })],
+    imports: [StampededModule.forRoot({ connection: { url }, worker, ...moduleOverride })],
     providers: [Noop],
   })(BenchModule);
   return NestFactory.createApplicationContext(BenchModule, { logger: ['error', 'warn'] });
 }
 
-// For experiments only: STAMPEDED_BENCH_WORKER='{"prefetch":500}' overrides worker options.
+// For experiments only: STAMPEDED_BENCH_WORKER='{"prefetch":500}' overrides worker options,
+// STAMPEDED_BENCH_MODULE='{"maintenance":{"enabled":false}}' other module options.
 const override = JSON.parse(process.env.STAMPEDED_BENCH_WORKER ?? '{}');
+const moduleOverride = JSON.parse(process.env.STAMPEDED_BENCH_MODULE ?? '{}');
 
 export async function startWorker(url, { concurrency, queues, handle }) {
   const app = await boot(url, { concurrency, queues, ...override }, handle);
