@@ -24,6 +24,16 @@ class Ok implements TaskHandler<{ n: number }> {
   }
 }
 
+@Task('introspect', { queue: 'work' })
+class Introspect implements TaskHandler<Record<string, never>> {
+  serialised: unknown;
+  keys: string[] = [];
+  async handle(_args: Record<string, never>, ctx: JobContext) {
+    this.keys = Object.keys(ctx);
+    this.serialised = JSON.parse(JSON.stringify(ctx));
+  }
+}
+
 @Task('flaky', { queue: 'work', maxAttempts: 3, backoff: { baseMs: 10, maxMs: 20 } })
 class Flaky implements TaskHandler<{ failTimes: number }> {
   async handle(args: { failTimes: number }, ctx: JobContext) {
@@ -118,7 +128,7 @@ describe('worker', () => {
   beforeAll(async () => {
     db = await testDatabase();
     app = await bootApp(db.url, {
-      providers: [Ok, Flaky, Doomed, Unrecoverable, RetryAfter, Slow, Touching, Cancellable, Checkpointed, EventSink],
+      providers: [Ok, Introspect, Flaky, Doomed, Unrecoverable, RetryAfter, Slow, Touching, Cancellable, Checkpointed, EventSink],
       stampeded: { worker: { concurrency: 8, shutdownTimeoutMs: 2000 } },
     });
     queue = app.get(QueueService);
@@ -138,6 +148,25 @@ describe('worker', () => {
     expect(events.map((e) => e.result)).toEqual(expect.arrayContaining([{ doubled: 2 }, { doubled: 4 }, { doubled: 6 }]));
     for (const id of ids) expect(await job(id)).toMatchObject({ state: 'completed', attempt: 1, claimed_by: null });
     expect(app.get(EventSink).events.filter((e) => ids.includes(e.job.id))).toHaveLength(3);
+  });
+
+  it('hands the handler a context that shows the job and nothing of the worker, and reports the claimed job as stored', async () => {
+    const completed = firstValueFrom(queue.events$.pipe(filter((e) => e.type === 'completed' && e.job.task === 'introspect'), take(1)));
+    const { id } = await queue.enqueue('introspect', {}, { tenantId: 't1', destination: 'api', meta: { k: 'v' } });
+    const event = await completed;
+    const handler = app.get(Introspect);
+    expect(handler.keys.sort()).toEqual(['attempt', 'checkpoint', 'destination', 'id', 'maxAttempts', 'meta', 'queue', 'task', 'tenantId']);
+    expect(handler.serialised).toEqual({
+      id, queue: 'work', task: 'introspect', attempt: 1, maxAttempts: 25, tenantId: 't1', destination: 'api', meta: { nestjs: { k: 'v' } }, checkpoint: null,
+    });
+    // The claim sends times as numbers and leaves out a first attempt's attempted_by; the job says what the row says.
+    const row = await job(id);
+    expect(event.job.attemptedBy).toEqual(row.attempted_by);
+    expect(event.job.attemptedBy).toEqual([event.workerId]);
+    for (const [field, column] of [['scheduledAt', 'scheduled_at'], ['insertedAt', 'inserted_at'], ['heartbeatAt', 'heartbeat_at'], ['claimedAt', 'claimed_at']] as const) {
+      expect(event.job[field]).toBeInstanceOf(Date);
+      expect(Math.abs((event.job[field] as Date).getTime() - (row[column] ?? row.heartbeat_at).getTime())).toBeLessThan(1);
+    }
   });
 
   it('retries a throw after a backoff until it succeeds, keeping the error history', async () => {

@@ -1,8 +1,8 @@
 import type { QueryResultRow } from 'pg';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
-import { INVALID_OPTION, REDRIVE_UNKNOWN_QUEUE, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { REDRIVE_UNKNOWN_QUEUE } from '../stampeded.messages.js';
 import { DEAD_LETTER_QUEUES, REDRIVE_BATCH, REDRIVE_BOUND, REDRIVE_PREVIEW, REDRIVE_QUEUE_KNOWN } from '../sql/dead-letters.sql.js';
-import { validateQueueName, validateTaskName } from './job-input.validator.js';
+import { describe, fail, rejectUnknown, validateQueueName, validateTaskName } from './job-input.validator.js';
 import type { Statement } from '../sql/statement.js';
 import type { RedriveOptions, RedriveResult, RedriveSource } from '../interfaces/redrive.interface.js';
 
@@ -85,40 +85,31 @@ export class DeadLetterRedriver {
 /** The options as the statements take them, or an error that says what to change; nothing is read or written first. */
 function validateRedrive(where: string, queue: unknown, options: RedriveOptions) {
   validateQueueName(where, 'deadLetterQueue', queue);
-  if (options === null || typeof options !== 'object') throw new InvalidJobError(INVALID_OPTION(where, 'options', 'must be an object'));
-  const unknown = Object.keys(options).filter((k) => !(REDRIVE_OPTION_NAMES as readonly string[]).includes(k));
-  if (unknown.length) throw new InvalidJobError(UNKNOWN_OPTIONS(where, unknown, REDRIVE_OPTION_NAMES));
+  if (options === null || typeof options !== 'object') fail(where, 'options', 'must be an object');
+  rejectUnknown(where, options, REDRIVE_OPTION_NAMES);
   const task = options.task === undefined ? null : validateTaskName(where, 'task', options.task);
   let fingerprint: Buffer | null = null;
   if (options.fingerprint !== undefined) {
     if (typeof options.fingerprint !== 'string' || !/^[0-9a-f]{64}$/i.test(options.fingerprint)) {
-      throw new InvalidJobError(
-        INVALID_OPTION(
-          where,
-          'fingerprint',
-          `must be 64 hex characters, as the dashboard's errors page shows it (encode(error_fingerprint, 'hex')), got ${describe(options.fingerprint)}`,
-        ),
+      fail(
+        where,
+        'fingerprint',
+        `must be 64 hex characters, as the dashboard's errors page shows it (encode(error_fingerprint, 'hex')), got ${describe(options.fingerprint)}`,
       );
     }
     fingerprint = Buffer.from(options.fingerprint, 'hex');
   }
   if (options.dryRun !== undefined && typeof options.dryRun !== 'boolean') {
-    throw new InvalidJobError(INVALID_OPTION(where, 'dryRun', `must be true or false, got ${describe(options.dryRun)}`));
+    fail(where, 'dryRun', `must be true or false, got ${describe(options.dryRun)}`);
   }
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
   if (typeof batchSize !== 'number' || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
-    throw new InvalidJobError(INVALID_OPTION(where, 'batchSize', `must be an integer from 1 to ${MAX_BATCH_SIZE}, got ${describe(batchSize)}`));
+    fail(where, 'batchSize', `must be an integer from 1 to ${MAX_BATCH_SIZE}, got ${describe(batchSize)}`);
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
-    throw new InvalidJobError(INVALID_OPTION(where, 'onProgress', `must be a function (moved) => void, got ${describe(options.onProgress)}`));
+    fail(where, 'onProgress', `must be a function (moved) => void, got ${describe(options.onProgress)}`);
   }
   return { task, fingerprint, dryRun: options.dryRun === true, batchSize, onProgress: options.onProgress };
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 70 ? `${value.slice(0, 70)}…` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
-  return Array.isArray(value) ? 'an array' : typeof value;
 }
 
 function total(sources: RedriveSource[]): number {

@@ -50,11 +50,13 @@ export const ENQUEUE_OPTION_NAMES = [
 const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
 
-function fail(where: string, option: string, problem: string): never {
+/** Refuses an option: what was wrong with it and what to pass instead. */
+export function fail(where: string, option: string, problem: string): never {
   throw new InvalidJobError(INVALID_OPTION(where, option, problem));
 }
 
-function rejectUnknown(where: string, given: object, allowed: readonly string[]): void {
+/** Refuses option names that are not among `allowed`, naming both. */
+export function rejectUnknown(where: string, given: object, allowed: readonly string[]): void {
   const unknown = Object.keys(given).filter((k) => !allowed.includes(k));
   if (unknown.length) throw new InvalidJobError(UNKNOWN_OPTIONS(where, unknown, allowed));
 }
@@ -66,7 +68,8 @@ function integerIn(where: string, option: string, value: unknown, min: number, m
   return value;
 }
 
-function describe(value: unknown): string {
+/** A value, short, as an error message quotes it. */
+export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   if (Array.isArray(value)) return 'an array';
