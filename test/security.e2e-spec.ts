@@ -52,7 +52,7 @@ describe('security: no SQL built from user input', () => {
     INPUT_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',
     CLAIMED_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',
     "INPUT_NAMES.join(', ')": 'the constant column names of INPUT_COLUMNS',
-    "INPUT_NAMES.map((n) => `coalesce(b.${n}, c.${n}) AS ${n}`).join(', ')": 'the constant column names of INPUT_COLUMNS',
+    INPUT_VALUES: 'the constant column names of INPUT_COLUMNS, each coalesced (sql/jobs.sql.ts)',
     SCHEDULE_COLUMNS: 'a constant column list',
     LIST_COLUMNS: 'a constant column list (dashboard)',
     SCANNED_COLUMNS: 'a constant column list (dashboard, bounded scan)',
