@@ -167,6 +167,23 @@ describe('enqueue', () => {
     expect((await sql.query(`SELECT args, tenant_id FROM stampeded_jobs WHERE id = $1`, [one.id])).rows[0]).toEqual({ args: { n: 5 }, tenant_id: 't3' });
   });
 
+  it('stores each job under the id it answered, a UUIDv7 of the database clock, in the order of the batch', async () => {
+    const results = await queue.enqueueMany(Array.from({ length: 5000 }, (_, n) => ({ task: 'ids', args: { n }, options: { queue: 'ids' } })));
+    const { rows } = await sql.query(
+      `SELECT id::text, (args->>'n')::int AS n, uuid_extract_version(id) AS version,
+              abs(extract(epoch FROM uuid_extract_timestamp(id) - now())) < 60 AS recent
+         FROM stampeded_jobs WHERE queue = 'ids' ORDER BY id`,
+    );
+    // Every job, under its own id, and id order is batch order.
+    expect(rows.map((r) => r.id)).toEqual(results.map((r) => r.id));
+    expect(rows.map((r) => r.n)).toEqual(results.map((_, n) => n));
+    expect(rows.every((r) => r.version === 7 && r.recent)).toBe(true);
+    expect(results.every((r) => r.deduplicated === false)).toBe(true);
+    // A later enqueue sorts after the batch, as a later insert would.
+    const { id } = await queue.enqueue('ids', { n: -1 }, { queue: 'ids' });
+    expect(id > results[results.length - 1].id).toBe(true);
+  });
+
   it('stores meta under this runtime key', async () => {
     const { id } = await queue.enqueue('with-meta', {}, { meta: { traceId: 'abc' } });
     const { rows } = await sql.query(`SELECT meta FROM stampeded_jobs WHERE id = $1`, [id]);

@@ -12,6 +12,7 @@ import { buildJobRow, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
 import { CANCEL, ENQUEUE, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
+import { UuidV7Source } from './uuidv7.js';
 import { COUNTS } from '../sql/queues.sql.js';
 import { JOB_TRACER } from '../tracing/tracing.provider.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
@@ -53,6 +54,8 @@ const DEDUP_RACE_RETRIES = 5;
 /** Enqueue and inspect jobs. Injectable anywhere once StampededModule is imported. */
 @Injectable()
 export class QueueService {
+  private readonly ids = new UuidV7Source();
+
   constructor(
     private readonly db: StampededDatabase,
     private readonly tasks: TaskRegistry,
@@ -199,11 +202,16 @@ export class QueueService {
       }
       throw err;
     });
+    if (!rows.some((row) => row.dedup_scope !== null)) {
+      // Nothing can conflict: every row is inserted under the id drawn here, or none is.
+      const ids = this.ids.many(rows.length);
+      await run(ENQUEUE_PLAIN, rowsToJson(rows, ids));
+      return ids.map((id) => ({ id, deduplicated: false }));
+    }
     const results: EnqueueResult[] = new Array(rows.length);
     let pending = rows.map((row, index) => ({ row, index }));
     for (let round = 0; pending.length && round <= DEDUP_RACE_RETRIES; round++) {
-      const statement = pending.some((p) => p.row.dedup_scope !== null) ? ENQUEUE : ENQUEUE_PLAIN;
-      const answer = await run(statement, rowsToJson(pending.map((p) => p.row)));
+      const answer = await run(ENQUEUE, rowsToJson(pending.map((p) => p.row)));
       const unresolved: typeof pending = [];
       for (const { ord, id, deduplicated } of answer) {
         const item = pending[ord - 1];
@@ -239,9 +247,10 @@ const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
  * spent half of the statement parsing them again for every row
  * (bench/RESULTS.md). A NULL column is left out (json_to_recordset reads a
  * missing key as NULL). args and meta are already-validated JSON text:
- * spliced in as JSON, not serialised twice.
+ * spliced in as JSON, not serialised twice. With `ids`, each row carries its
+ * id first.
  */
-function rowsToJson(rows: JobRow[]): [rows: string, shared: string] {
+function rowsToJson(rows: JobRow[], ids?: string[]): [rows: string, shared: string] {
   const shared: (keyof JobRow)[] = [];
   const own: (keyof JobRow)[] = [];
   for (const key of ROW_KEYS) {
@@ -255,7 +264,7 @@ function rowsToJson(rows: JobRow[]): [rows: string, shared: string] {
   const parts = new Array<string>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
-    const members: string[] = [];
+    const members: string[] = ids ? [`"id":"${ids[i]}"`] : [];
     for (const key of own) {
       const value = row[key];
       if (value !== null && value !== undefined) members.push(member(key, value));

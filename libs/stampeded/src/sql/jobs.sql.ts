@@ -22,7 +22,7 @@ const DEDUP_KEY = `
  * casting it 97 ms (bench/RESULTS.md).
  */
 const INPUT_COLUMNS = `
-           queue text, task text, args json, meta json, tenant_id text, priority smallint, destination text,
+           id uuid, queue text, task text, args json, meta json, tenant_id text, priority smallint, destination text,
            run_at timestamptz, delay_ms double precision, expire_seconds integer, max_attempts smallint,
            backoff_base_ms smallint, backoff_max_ms integer, max_interruptions smallint, max_deferrals smallint,
            dedup_scope text, dedup_period text, dead_letter_queue text`;
@@ -97,29 +97,21 @@ SELECT i.ord::int AS ord,
  * them: nothing can conflict, so there is no ON CONFLICT, no matching of
  * inserted rows back to their input and no search for an existing twin --
  * every row is inserted, or the statement fails. Half of the bulk insert's
- * time went to that machinery (bench/RESULTS.md).
+ * time went to that machinery (bench/RESULTS.md). The ids come with the rows
+ * (UuidV7Source), so nothing comes back: handing 50,000 drawn ids back took
+ * a materialised copy of the batch and a result row per job.
  */
 export const ENQUEUE_PLAIN = sql(
   'stampeded_enqueue_plain',
   `
-WITH input AS MATERIALIZED (
-    SELECT uuidv7() AS id, r.ord, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
-           coalesce(r.run_at, now() + make_interval(secs => coalesce(r.delay_ms, 0) / 1000.0)) AS scheduled_at,
-           r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
-           r.max_interruptions, r.max_deferrals, r.dead_letter_queue
-      FROM ${INPUT_ROWS}
-),
-inserted AS (
-    INSERT INTO stampeded_jobs
-           (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
-            max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue)
-    SELECT id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
-           max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue
-      FROM input
-)
--- In no particular order: the caller places each answer by its ord. Sorting
--- 50,000 answers spilled to disk.
-SELECT ord::int AS ord, id::text AS id, false AS deduplicated FROM input`,
+INSERT INTO stampeded_jobs
+       (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
+        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue)
+SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
+       coalesce(r.run_at, now() + make_interval(secs => coalesce(r.delay_ms, 0) / 1000.0)),
+       r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
+       r.max_interruptions, r.max_deferrals, r.dead_letter_queue
+  FROM ${INPUT_ROWS}`,
 );
 
 export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
