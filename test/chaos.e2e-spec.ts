@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import { startPostgres, type StartedPostgres, type TestDatabase } from '@stampeded/testing';
-import { testDatabase } from './support/test-app.js';
+import { testDatabase, waitFor } from './support/test-app.js';
 import { ChaosWorker, LEDGER_SQL, Load, settled, tcpPortsOf, verdict, type Verdict } from './support/chaos.js';
 
 // The fault suite. Four worker processes under a steady load; every handler
@@ -252,6 +252,17 @@ describe('fault suite: one database, four workers', () => {
         return [victim.workerId!];
       },
       inject: async () => {
+        // Killed while it holds jobs: between choosing it and now it may have
+        // finished the one it ran (on a loaded machine, often), and a worker
+        // that holds nothing leaves nothing to reap.
+        await waitFor(
+          async () =>
+            (await sql.query(`SELECT EXISTS (SELECT 1 FROM stampeded_jobs WHERE claimed_by = $1 AND state IN ('claimed', 'executing')) AS holds`, [victim.workerId]))
+              .rows[0].holds || null,
+          'the victim to hold a job',
+          10_000,
+          5,
+        );
         await victim.kill();
         await fleet.recordDeath(victim);
       },

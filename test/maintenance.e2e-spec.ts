@@ -296,7 +296,7 @@ describe('maintenance', () => {
       'every live job to complete',
     );
     // The counters followed the deletes.
-    const counts = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts WHERE queue = 'old' AND n <> 0`)).rows;
+    const counts = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts_total WHERE queue = 'old' AND n <> 0`)).rows;
     expect(counts).toEqual([{ state: 'completed', n: 500 }]);
     process.stderr.write(
       `pruned 100,000 jobs in ${endedAt.getTime() - startedAt.getTime()} ms (${result.batches} batches) while workers completed ${during} jobs\n`,
@@ -343,7 +343,7 @@ describe('maintenance', () => {
     await app.get(QueueService).enqueueMany([{ task: 't', args: {}, options: { queue: 'recount' } }, { task: 't', args: {}, options: { queue: 'recount' } }]);
     await sql.query(`UPDATE stampeded_queue_counts SET n = 999 WHERE queue = 'recount'`);
     await app.get(MaintenanceService).recountQueue('recount');
-    const rows = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts WHERE queue = 'recount'`)).rows;
+    const rows = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts_total WHERE queue = 'recount'`)).rows;
     expect(rows).toEqual([{ state: 'available', n: 2 }]);
   });
 

@@ -47,7 +47,7 @@ describe('QueueService.redrive()', () => {
   /** Every job row and every counter, to show that a refused call wrote nothing. */
   const snapshot = async () => ({
     jobs: (await sql.query(`SELECT queue, id, state FROM stampeded_jobs ORDER BY queue, id`)).rows,
-    counts: (await sql.query(`SELECT queue, state, n FROM stampeded_queue_counts ORDER BY queue, state`)).rows,
+    counts: (await sql.query(`SELECT queue, state, n FROM stampeded_queue_counts_total ORDER BY queue, state`)).rows,
   });
 
   beforeAll(async () => {

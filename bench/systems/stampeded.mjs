@@ -32,14 +32,6 @@ export async function createQueues(url, queues, { unlogged = false } = {}) {
     // The schema's note: an unlogged queue is only fast with unlogged counters
     // (a derived cache, rebuilt by stampeded_recount_queue), a global choice.
     if (unlogged) await client.query('ALTER TABLE stampeded_queue_counts SET UNLOGGED');
-    // Diagnosis only, never a valid configuration: STAMPEDED_BENCH_NO_COUNTERS=1
-    // switches the counter triggers off, to measure what they cost.
-    if (process.env.STAMPEDED_BENCH_NO_COUNTERS) {
-      for (const q of queues) {
-        const part = `stampeded_jobs_${q.replace(/[^a-zA-Z0-9_]/g, '_')}`;
-        for (const t of ['ins', 'upd', 'del']) await client.query(`ALTER TABLE ${part} DISABLE TRIGGER stampeded_count_${t}_trg`);
-      }
-    }
   } finally {
     await client.end();
   }

@@ -1,7 +1,7 @@
 import { sql } from './statement.js';
 
-/** Read at scrape time, from the counters and the policy rows: two small tables, never the jobs. */
-export const METRIC_COUNTS = sql('metrics_counts', `SELECT queue, state, n::float8 AS n FROM stampeded_queue_counts`);
+/** Read at scrape time, from the counters (summed over their slots) and the policy rows: two small tables, never the jobs. */
+export const METRIC_COUNTS = sql('metrics_counts', `SELECT queue, state, sum(n)::float8 AS n FROM stampeded_queue_counts GROUP BY queue, state`);
 
 export const METRIC_VERDICTS = sql('metrics_verdicts', `SELECT queue, verdict FROM stampeded_queue_policies`);
 

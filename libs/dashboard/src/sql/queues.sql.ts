@@ -3,7 +3,7 @@ import { sql } from './statement.js';
 /** Jobs per queue and state, from the trigger-maintained counters: never count(*) over the jobs. */
 export const QUEUE_COUNTS = sql(
   'dashboard_queue_counts',
-  `SELECT queue, state, n::bigint AS n FROM stampeded_queue_counts ORDER BY queue, state`,
+  `SELECT queue, state, sum(n)::bigint AS n FROM stampeded_queue_counts GROUP BY queue, state ORDER BY queue, state`,
 );
 
 /**
@@ -14,7 +14,7 @@ export const QUEUE_COUNTS = sql(
 export const QUEUE_STATE = sql(
   'dashboard_queue_state',
   `WITH names AS (
-       SELECT DISTINCT queue FROM stampeded_queue_counts WHERE n <> 0
+       SELECT queue FROM stampeded_queue_counts GROUP BY queue, state HAVING sum(n) <> 0
        UNION
        SELECT queue FROM stampeded_queue_policies
    )

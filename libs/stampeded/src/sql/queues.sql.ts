@@ -2,8 +2,10 @@ import { sql } from './statement.js';
 
 export const COUNTS = sql(
   'stampeded_counts',
-  `SELECT queue, state, n::bigint AS n FROM stampeded_queue_counts
-    WHERE ($1::text IS NULL OR queue = $1) AND n <> 0
+  // Summed over the counter's slots (migration 9).
+  `SELECT queue, state, sum(n)::bigint AS n FROM stampeded_queue_counts
+    WHERE ($1::text IS NULL OR queue = $1)
+    GROUP BY queue, state HAVING sum(n) <> 0
     ORDER BY queue, state`,
 );
 

@@ -19,6 +19,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 6, name: 'reliability', file: '0006_reliability.sql' },
   { version: 7, name: 'operations', file: '0007_operations.sql' },
   { version: 8, name: 'throughput', file: '0008_throughput.sql' },
+  { version: 9, name: 'contention', file: '0009_contention.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
