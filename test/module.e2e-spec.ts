@@ -14,7 +14,12 @@ import {
   type TaskHandler,
 } from '@stampeded/nestjs';
 import { TestClock, drain, expectEnqueued, type TestDatabase } from '@stampeded/testing';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { dataSourceToken } from '../libs/stampeded/src/database/typeorm-token.js';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+
+const execFileAsync = promisify(execFile);
 
 @Task('noop', { queue: 'emails' })
 class Noop implements TaskHandler {
@@ -114,6 +119,28 @@ describe('StampededModule', () => {
     @Module({ imports: [StampededModule.forRoot({ worker: { enabled: false } })] })
     class AppModule {}
     await expect(create(AppModule)).rejects.toThrow(/found no TypeORM DataSource.*TypeOrmModule.forRoot/);
+  });
+
+  it('loads no TypeORM of its own: a process with `connection` never loads it, an app with TypeOrmModule is found by its token', async () => {
+    // A fresh process: importing Stampeded and booting it on a connection of its own.
+    const script = `
+      import { createRequire } from 'node:module';
+      import { NestFactory } from '@nestjs/core';
+      import { Module } from '@nestjs/common';
+      import { StampededModule } from '@stampeded/nestjs';
+      const require = createRequire(import.meta.url);
+      class App {}
+      Module({ imports: [StampededModule.forRoot({ connection: { url: process.argv[1] }, worker: { enabled: false }, maintenance: { enabled: false } })] })(App);
+      const app = await NestFactory.createApplicationContext(App, { logger: false });
+      await app.close();
+      console.log(JSON.stringify({ typeorm: require.resolve('typeorm') in require.cache }));
+    `;
+    const { stdout } = await execFileAsync(process.execPath, ['--input-type=module', '-e', script, db.url], { cwd: process.cwd() });
+    expect(JSON.parse(stdout.trim().split('\n').pop()!)).toEqual({ typeorm: false });
+    // In this process TypeORM is loaded, and the token is @nestjs/typeorm's own.
+    expect(dataSourceToken()).toBe(getDataSourceToken());
+    expect(dataSourceToken()).toBe(DataSource);
+    expect(dataSourceToken('jobs')).toBe(getDataSourceToken('jobs'));
   });
 
   it('refuses unknown options', async () => {

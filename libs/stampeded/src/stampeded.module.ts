@@ -2,7 +2,7 @@ import { Global, Module, type DynamicModule, type Provider } from '@nestjs/commo
 import { DiscoveryModule } from '@nestjs/core';
 import { STAMPEDED_OPTIONS } from './stampeded.constants.js';
 import { createDatabaseProvider, STAMPEDED_DATA_SOURCE } from './database/database.provider.js';
-import { getDataSourceToken } from '@nestjs/typeorm';
+import { dataSourceDependency } from './database/typeorm-token.js';
 import type { DataSource } from 'typeorm';
 import { TaskRegistry } from './explorer/task.registry.js';
 import { TaskExplorer } from './explorer/task.explorer.js';
@@ -152,7 +152,7 @@ export class StampededModule {
 function namedDataSourceProvider(name: string | undefined) {
   return {
     provide: STAMPEDED_DATA_SOURCE,
-    inject: [{ token: getDataSourceToken(name), optional: true }],
+    inject: [dataSourceDependency(name)],
     useFactory: (dataSource?: DataSource) => dataSource ?? null,
   };
 }

@@ -1,5 +1,4 @@
 import { Logger, type Provider } from '@nestjs/common';
-import { getDataSourceToken } from '@nestjs/typeorm';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
@@ -8,6 +7,7 @@ import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { assertSchemaName, assertServerVersion, LATEST_VERSION, appliedVersions } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
 import { StampededDatabase } from './stampeded-database.js';
+import { dataSourceDependency } from './typeorm-token.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 
 const logger = new Logger('Stampeded');
@@ -40,7 +40,7 @@ export function createDatabaseProvider(): Provider {
     inject: [
       STAMPEDED_OPTIONS,
       { token: STAMPEDED_DATA_SOURCE, optional: true },
-      { token: getDataSourceToken(), optional: true },
+      dataSourceDependency(),
     ],
     useFactory: async (options: StampededModuleOptions, named?: DataSource | null, fallback?: DataSource) => {
       const dataSource = options.dataSource ? (named ?? undefined) : (named ?? fallback);
