@@ -55,6 +55,39 @@ export class StampededDatabase {
     }
   }
 
+  /**
+   * Readies `connections` pool connections for the hot path: each is opened
+   * (one at a time, for a pool, when a burst first needs it: a connect and an
+   * authentication), and each statement is prepared and run once on it, which
+   * also compiles the functions and triggers it calls in that backend. Run
+   * with arguments that change nothing. Without it the first jobs after a
+   * start paid all of that: the benchmark's first five jobs waited 30-120 ms
+   * where the rest waited 3 (bench/RESULTS.md). Best effort: a failure here
+   * is the first statement's to report.
+   */
+  async warm(statements: readonly { statement: Statement; values: unknown[] }[], connections = 2): Promise<void> {
+    const count = Math.max(1, Math.min(connections, this.config.max ?? 10));
+    // Held at once, so that they are distinct connections.
+    const clients = await Promise.all(Array.from({ length: count }, () => this.pool.connect().catch(() => undefined)));
+    await Promise.all(
+      clients.map(async (client) => {
+        if (!client) return;
+        client.on('error', ignoreError);
+        try {
+          for (const { statement, values } of statements) {
+            const bound = this.statement(statement);
+            await client.query({ name: bound.name, text: bound.text, values });
+          }
+        } catch {
+          // Reported by the real statement, if it fails too.
+        } finally {
+          client.off('error', ignoreError);
+          client.release();
+        }
+      }),
+    );
+  }
+
   /** Runs unprepared SQL text: migrations, DDL, one-off reports. */
   async raw<Row extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<Row[]> {
     return (await this.pool.query<Row>(text, values)).rows;

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Optional, type Type } from '@nestjs/common';
+import { Inject, Injectable, Optional, type OnApplicationBootstrap, type Type } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
@@ -53,7 +53,7 @@ const DEDUP_RACE_RETRIES = 5;
 
 /** Enqueue and inspect jobs. Injectable anywhere once StampededModule is imported. */
 @Injectable()
-export class QueueService {
+export class QueueService implements OnApplicationBootstrap {
   private readonly ids = new UuidV7Source();
 
   constructor(
@@ -64,6 +64,11 @@ export class QueueService {
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
     @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
   ) {}
+
+  /** The plain enqueue prepared on two connections (an insert of no rows), so that the first enqueues do not pay for it. */
+  async onApplicationBootstrap(): Promise<void> {
+    await this.db.warm([{ statement: ENQUEUE_PLAIN, values: ['[]', '{}'] }]);
+  }
 
   /** Every job event this process sees: completed, failed, retrying, discarded, cancelled, ... */
   get events$(): Observable<JobEvent> {

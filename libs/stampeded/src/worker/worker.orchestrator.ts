@@ -9,6 +9,7 @@ import {
 } from '@nestjs/common';
 import { STAMPEDED_OPTIONS, DEFAULT_QUEUE } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
+import { CLAIM_BATCH, COMPLETE_MANY } from '../sql/jobs.sql.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { JobEvents } from '../events/job-events.js';
@@ -103,6 +104,12 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       afterMs: Math.max(reapAfterMs / 2, 2 * (options.heartbeatIntervalMs ?? 5000)),
       onLost: (reason) => void this.worker?.heartbeatLost(reason),
     });
+    // The claim and the completion prepared on the connections the first
+    // jobs will take: a claim of nothing and a completion of nothing.
+    await this.db.warm([
+      { statement: CLAIM_BATCH, values: [queues[0], this.registration.workerId, 0, null] },
+      { statement: COMPLETE_MANY, values: [this.registration.workerId, '{}', '{}', '{}'] },
+    ]);
     this.worker.start();
     this.logger.log(
       `worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`,
