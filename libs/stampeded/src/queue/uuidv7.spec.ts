@@ -33,6 +33,15 @@ describe('UuidV7Source', () => {
     expect(millis(source.many(1)[0])).toBe(now);
   });
 
+  it('draws its random bits in blocks and hands each out once: one id at a time across many blocks', () => {
+    const source = new UuidV7Source(() => 7);
+    const ids = Array.from({ length: 3000 }, () => source.many(1)[0]);
+    expect(new Set(ids).size).toBe(3000);
+    expect([...ids].sort()).toEqual(ids);
+    // The random parts too: no block was handed out twice.
+    expect(new Set(ids.map((id) => id.slice(19))).size).toBe(3000);
+  });
+
   it('leaves 62 bits to chance: two sources on one clock never meet', () => {
     const a = new UuidV7Source(() => 42).many(2000);
     const b = new UuidV7Source(() => 42).many(2000);
