@@ -184,6 +184,35 @@ describe('enqueue', () => {
     expect(id > results[results.length - 1].id).toBe(true);
   });
 
+  it('stores a job enqueued alone (its values as parameters) as it stores the same job in a batch (a JSON batch)', async () => {
+    const options = {
+      queue: 'alone', tenantId: 't', priority: 3, destination: 'api', meta: { k: 1 }, maxAttempts: 7, expireSeconds: 60,
+      backoff: { baseMs: 10, maxMs: 100 }, maxInterruptions: 2, maxDeferrals: 4, deadLetterQueue: 'dlq', delayMs: 5000,
+    };
+    const alone = await queue.enqueue('same', { n: 1 }, options);
+    const [batched] = await queue.enqueueMany([
+      { task: 'same', args: { n: 1 }, options },
+      { task: 'other', args: {}, options: { queue: 'alone' } },
+    ]);
+    const stored = async (id: string) =>
+      (
+        await sql.query(
+          `SELECT queue, task, args, meta, tenant_id, priority, destination, expire_seconds, max_attempts, backoff_base_ms,
+                  backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue, state,
+                  scheduled_at BETWEEN now() + interval '4 seconds' AND now() + interval '6 seconds' AS delayed
+             FROM stampeded_jobs WHERE id = $1`,
+          [id],
+        )
+      ).rows[0];
+    expect(await stored(alone.id)).toEqual(await stored(batched.id));
+    expect((await stored(alone.id)).delayed).toBe(true);
+    // runAt the same way.
+    const runAt = new Date(Date.now() + 3_600_000);
+    const { id } = await queue.enqueue('same', {}, { queue: 'alone', runAt });
+    const { rows } = await sql.query(`SELECT scheduled_at FROM stampeded_jobs WHERE id = $1`, [id]);
+    expect(rows[0].scheduled_at.getTime()).toBe(runAt.getTime());
+  });
+
   it('stores meta under this runtime key', async () => {
     const { id } = await queue.enqueue('with-meta', {}, { meta: { traceId: 'abc' } });
     const { rows } = await sql.query(`SELECT meta FROM stampeded_jobs WHERE id = $1`, [id]);

@@ -256,9 +256,11 @@ describe('security: least privilege', () => {
     try {
       const queue = app.get(QueueService);
       const ids = (await queue.enqueueMany(Array.from({ length: 20 }, (_, n) => ({ task: Echo, args: { n } })))).map((r) => r.id);
-      const dup = await queue.enqueue(Echo, { n: 99 }, { dedup: { scope: 'once' } });
-      expect((await queue.enqueue(Echo, { n: 99 }, { dedup: { scope: 'once' } })).id).toBe(dup.id);
-      await waitFor(async () => (await queue.counts('secure')).completed === 21, 'all jobs to complete as the runtime role');
+      // Due in a minute, so that the worker cannot finish it (and free its scope) before the duplicate arrives.
+      const dup = await queue.enqueue(Echo, { n: 99 }, { dedup: { scope: 'once' }, delayMs: 60_000 });
+      expect((await queue.enqueue(Echo, { n: 99 }, { dedup: { scope: 'once' }, delayMs: 60_000 })).id).toBe(dup.id);
+      expect((await queue.cancel(dup.id)).cancelled).toBe(true);
+      await waitFor(async () => (await queue.counts('secure')).completed === 20, 'all jobs to complete as the runtime role');
       const later = await queue.enqueue(Echo, {}, { runAt: new Date(Date.now() + 3_600_000) });
       expect((await queue.cancel(later.id)).cancelled).toBe(true);
       expect((await queue.retry(later.id)).retried).toBe(true);

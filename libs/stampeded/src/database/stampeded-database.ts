@@ -59,8 +59,9 @@ export class StampededDatabase {
    * Readies `connections` pool connections for the hot path: each is opened
    * (one at a time, for a pool, when a burst first needs it: a connect and an
    * authentication), and each statement is prepared and run once on it, which
-   * also compiles the functions and triggers it calls in that backend. Run
-   * with arguments that change nothing. Without it the first jobs after a
+   * also compiles the functions and triggers it calls in that backend, in a
+   * transaction that is rolled back: nothing it does is kept or seen, not
+   * even a NOTIFY. Without it the first jobs after a
    * start paid all of that: the benchmark's first five jobs waited 30-120 ms
    * where the rest waited 3 (bench/RESULTS.md). Best effort: a failure here
    * is the first statement's to report.
@@ -74,6 +75,7 @@ export class StampededDatabase {
         if (!client) return;
         client.on('error', ignoreError);
         try {
+          await client.query('BEGIN');
           for (const { statement, values } of statements) {
             const bound = this.statement(statement);
             await client.query({ name: bound.name, text: bound.text, values });
@@ -81,6 +83,7 @@ export class StampededDatabase {
         } catch {
           // Reported by the real statement, if it fails too.
         } finally {
+          await client.query('ROLLBACK').catch(() => {});
           client.off('error', ignoreError);
           client.release();
         }

@@ -58,6 +58,15 @@ export class FlowGate {
   private readonly logger = new Logger('Stampeded');
   private queues = new Map<string, QueueView>();
   private breakers = new Map<string, BreakerView>();
+  /**
+   * The breakers this worker changed itself, by the number of the change: a
+   * refresh that started before a change returns the state before it, and
+   * replacing the map with it reopened a window, up to a refresh interval
+   * long, in which a breaker this worker had just tripped read closed and
+   * its destination's next job ran (seen in test/flow-breakers.e2e-spec.ts).
+   */
+  private readonly breakerChanges = new Map<string, number>();
+  private breakerChangeCount = 0;
   private tenants = new Map<string, TenantView>();
   /** Per tenant, this worker's claimed-but-not-finished jobs, and the running ones among them. */
   private readonly claimedByTenant = new Map<string, number>();
@@ -109,6 +118,7 @@ export class FlowGate {
   }
 
   private async read(): Promise<void> {
+    const changesBefore = this.breakerChangeCount;
     try {
       const [verdicts, breakers, tenants] = await Promise.all([
         this.db.query(READ_VERDICTS, [this.workedQueues, this.config.freshnessMs]),
@@ -134,9 +144,17 @@ export class FlowGate {
       // An outcome that never came (the job was lost or cancelled) stops counting after a while.
       for (const [id, entry] of this.awaitingOutcome) if (Date.now() - entry.since > 10_000) this.awaitingOutcome.delete(id);
       const now = Date.now();
-      this.breakers = new Map(
+      const read = new Map<string, BreakerView>(
         breakers.map((r) => [r.destination, { state: r.state, failures: r.failures, openUntil: now + Number(r.open_ms), reason: null }]),
       );
+      // What this worker changed while the read was under way is newer than the read.
+      for (const [destination, change] of this.breakerChanges) {
+        if (change <= changesBefore) continue;
+        const local = this.breakers.get(destination);
+        if (local) read.set(destination, local);
+        else read.delete(destination);
+      }
+      this.breakers = read;
       this.tenants = new Map(
         tenants.map((r) => [r.tenant_id, { fleetRunning: r.running, waiting: r.waiting, mineAtRead: this.runningByTenant.get(r.tenant_id) ?? 0 }]),
       );
@@ -249,6 +267,13 @@ export class FlowGate {
     return this.markRunning(job);
   }
 
+  /** A breaker as this worker now knows it (undefined: closed), newer than any read under way. */
+  private setBreaker(destination: string, view: BreakerView | undefined): void {
+    if (view) this.breakers.set(destination, view);
+    else this.breakers.delete(destination);
+    this.breakerChanges.set(destination, ++this.breakerChangeCount);
+  }
+
   private markRunning(job: Job): undefined {
     if (job.tenantId !== null && this.config.fairness) {
       this.admitted.add(job.id);
@@ -307,11 +332,11 @@ export class FlowGate {
         return undefined;
       }
       if (row.verdict === 'closed') {
-        this.breakers.delete(destination);
+        this.setBreaker(destination, undefined);
         return undefined;
       }
       const waitMs = row.verdict === 'open' ? Number(row.wait_ms) : Math.min(Number(row.wait_ms), Math.max(250, cooldownMs / 4));
-      this.breakers.set(destination, { state: row.verdict, failures: 0, openUntil: Date.now() + Number(row.wait_ms), reason: null });
+      this.setBreaker(destination, { state: row.verdict, failures: 0, openUntil: Date.now() + Number(row.wait_ms), reason: null });
       return this.deferForBreaker(destination, Math.max(250, waitMs), null);
     } catch (err) {
       this.logger.warn(`could not ask for the probe of destination "${destination}" (${(err as Error).message}); deferring its job`);
@@ -342,7 +367,7 @@ export class FlowGate {
       if (!destination) return { kind: 'raised', error: failure.error, retryDelayMs: Math.max(0, err.cooldownMs) };
       try {
         await this.db.query(BREAKER_TRIP, [destination, Math.max(1, Math.round(err.cooldownMs)), 'handler', err.message]);
-        this.breakers.set(destination, { state: 'open', failures: 0, openUntil: Date.now() + err.cooldownMs, reason: err.message });
+        this.setBreaker(destination, { state: 'open', failures: 0, openUntil: Date.now() + err.cooldownMs, reason: err.message });
       } catch (tripErr) {
         this.logger.warn(`could not open the breaker of destination "${destination}" (${(tripErr as Error).message})`);
       }
@@ -356,7 +381,7 @@ export class FlowGate {
         destination, breaker.threshold, breaker.windowMs, breaker.cooldownMs, firstLine(failure.error), probe,
       ]);
       const openMs = Number(row.open_ms);
-      this.breakers.set(destination, {
+      this.setBreaker(destination, {
         state: row.state, failures: row.state === 'closed' ? 1 : 0, openUntil: Date.now() + openMs, reason: firstLine(failure.error),
       });
       if (row.state === 'open' && !probe && row.was_open) {
@@ -381,7 +406,7 @@ export class FlowGate {
     this.db
       .query(BREAKER_SUCCESS, [destination, probe])
       .then(([row]) => {
-        if (row?.state === 'closed') this.breakers.delete(destination);
+        if (row?.state === 'closed') this.setBreaker(destination, undefined);
       })
       .catch((err: unknown) => this.logger.warn(`could not record a success of destination "${destination}" (${(err as Error).message})`));
   }

@@ -114,6 +114,28 @@ SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destina
   FROM ${INPUT_ROWS}`,
 );
 
+/**
+ * ENQUEUE_PLAIN for one job, its values as parameters: what enqueue() sends
+ * from a request handler, with no JSON batch to parse for its one row. The
+ * columns and defaults are ENQUEUE_PLAIN's, in the order of ENQUEUE_ONE_KEYS.
+ */
+export const ENQUEUE_ONE = sql(
+  'stampeded_enqueue_one',
+  `
+INSERT INTO stampeded_jobs
+       (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
+        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        coalesce($9::timestamptz, now() + make_interval(secs => coalesce($10::float8, 0) / 1000.0)),
+        $11, $12, $13, $14, $15, $16, $17)`,
+);
+
+/** ENQUEUE_ONE's parameters after the id, by JobRow key. */
+export const ENQUEUE_ONE_KEYS = [
+  'queue', 'task', 'args', 'meta', 'tenant_id', 'priority', 'destination', 'run_at', 'delay_ms', 'expire_seconds',
+  'max_attempts', 'backoff_base_ms', 'backoff_max_ms', 'max_interruptions', 'max_deferrals', 'dead_letter_queue',
+] as const;
+
 export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
 
 /**
