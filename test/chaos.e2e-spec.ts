@@ -247,6 +247,10 @@ describe('fault suite: one database, four workers', () => {
     let victim!: ChaosWorker;
     const figure = await phase(fleet, sql, {
       fault: 'kill -9 of a worker mid-job',
+      // Jobs of up to 200 ms, so that the victim is still running one when
+      // the kill lands: with 20 ms jobs it could finish everything it held
+      // between the check below and the signal, and leave nothing to reap.
+      maxJobMs: 200,
       choose: async () => {
         ({ worker: victim } = await fleet.busyWorker());
         return [victim.workerId!];
