@@ -68,7 +68,12 @@ export class QueueService implements OnApplicationBootstrap {
   /** The plain enqueues prepared on two connections, so that the first enqueues do not pay for it. */
   async onApplicationBootstrap(): Promise<void> {
     // Rolled back by warm(): the row enqueue() warms with is never seen.
-    const row = this.toRow('warm-up', 'stampeded.warm-up', {}, {});
+    let row: JobRow;
+    try {
+      row = this.toRow('warm-up', 'stampeded.warm-up', {}, {});
+    } catch {
+      return; // defaults no job could be enqueued with: the first enqueue() says what is wrong
+    }
     await this.db.warm([
       { statement: ENQUEUE_PLAIN, values: ['[]', '{}'] },
       { statement: ENQUEUE_ONE, values: [this.ids.many(1)[0], ...ENQUEUE_ONE_KEYS.map((key) => row[key])] },
