@@ -56,6 +56,26 @@ describe('contention (migration 9)', () => {
     await b.query('COMMIT');
   });
 
+  it('makes a transition wait for a recount under way, even one that writes a slot row the recount never saw', async () => {
+    await sql.query(`SELECT stampeded_create_queue('recounted')`);
+    await insert('recounted', 5);
+    const slotOf = async (client: pg.Client) => (await client.query(`SELECT pg_backend_pid() % 16 AS slot`)).rows[0].slot as number;
+    // A writer whose slot holds no row of the queue yet: the recount's delete could not have locked it.
+    const mine = await slotOf(sql);
+    let writer: pg.Client | undefined;
+    for (const client of clients.slice(1)) if (!writer && (await slotOf(client)) !== mine) writer = client;
+    if (!writer) throw new Error('every connection landed in one slot');
+    const recounter = clients[1] === writer ? clients[2] : clients[1];
+    await recounter.query('BEGIN');
+    await recounter.query(`SELECT stampeded_recount_queue('recounted')`);
+    const enqueue = writer.query(`INSERT INTO stampeded_jobs (queue, task) VALUES ('recounted', 'x')`);
+    const waited = await Promise.race([enqueue.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 300))]);
+    expect(waited).toBe(true);
+    await recounter.query('COMMIT');
+    await enqueue;
+    expect((await sql.query(`SELECT n::int FROM stampeded_queue_counts_total WHERE queue = 'recounted' AND state = 'available'`)).rows).toEqual([{ n: 6 }]);
+  });
+
   it('keeps the counts exact with many connections claiming, completing and enqueueing at once, and a recount running through it', async () => {
     await sql.query(`SELECT stampeded_create_queue('spread')`);
     await insert('spread', 3000);

@@ -7,6 +7,8 @@ import { BreakerOpenError, FlowService, QueueService, Task, migrate, type TaskHa
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
 import { FlowProcess } from './support/flow-fleet.js';
+import type { Job } from '../libs/stampeded/src/interfaces/job.interface.js';
+import type { FailureRecord } from '../libs/stampeded/src/worker/outcome-recorder.js';
 
 const LONG = process.env.STAMPEDED_FLOW_LONG === '1';
 
@@ -85,6 +87,34 @@ describe('flow control: circuit breakers per destination, for the whole fleet', 
     await waitFor(async () => (await job(first.id)).state === 'completed' && (await job(second.id)).state === 'completed', 'both jobs to run');
     expect(partnerCalls.sort()).toEqual(['1', '1', '2']);
     expect((await flow.breakers())[0]).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
+  it('a worker keeps the breaker it just tripped over a refresh that read the breakers before the trip', async () => {
+    const app = await bootApp(db.url, {
+      via: 'connection',
+      stampeded: { worker: { enabled: false }, maintenance: { enabled: false }, flow: { refreshInterval: 60_000 } },
+    });
+    apps.push(app);
+    const workerId = (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id;
+    const gate = await app.get(FlowService).gateFor(workerId, ['partners'], 5);
+    const job = (n: number) => ({ id: `00000000-0000-7000-8000-00000000000${n}`, queue: 'partners', destination: 'partner', tenantId: null }) as unknown as Job;
+    try {
+      // A refresh that has read the breakers (none open) and waits on the
+      // policies, held by this transaction, while the worker trips one.
+      await sql.query('BEGIN');
+      await sql.query('LOCK TABLE stampeded_queue_policies IN ACCESS EXCLUSIVE MODE');
+      const refreshing = gate.refreshNow();
+      await new Promise((r) => setTimeout(r, 200));
+      const failure = { kind: 'raised', error: 'partner answered 429', retryDelayMs: 1000 } as FailureRecord;
+      expect(await gate.failed(job(1), BreakerOpenError.fromRetryAfter('30', 30_000, 'partner answered 429'), failure)).toMatchObject({ kind: 'breaker_open' });
+      await sql.query('COMMIT');
+      await refreshing;
+      // The read's older "no breaker open" did not win: the next job of the destination waits.
+      expect(await gate.admit(job(2))).toMatchObject({ kind: 'breaker_open' });
+    } finally {
+      await sql.query('ROLLBACK').catch(() => {});
+      await gate.stop();
+    }
   });
 
   it('an operator opens a breaker; a job deferred more than max_deferrals times is discarded and dead-lettered', async () => {

@@ -37,6 +37,14 @@ const INPUT_ROWS = `(
      CROSS JOIN json_to_record($2::json) AS c(${INPUT_COLUMNS})
 ) r`;
 
+/** When a job is due: at its runAt, or its delay from now, on the database's clock. */
+const SCHEDULED_AT = (runAt: string, delayMs: string) =>
+  `coalesce(${runAt}, now() + make_interval(secs => coalesce(${delayMs}, 0) / 1000.0))`;
+
+/** The columns a job without a dedup scope is inserted with (ENQUEUE_PLAIN, ENQUEUE_ONE). */
+const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
+        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue`;
+
 /**
  * Inserts any number of jobs in one statement and answers, per input row in
  * order, the job's id and whether it was a duplicate.
@@ -53,7 +61,7 @@ export const ENQUEUE = sql(
   `
 WITH input AS MATERIALIZED (
     SELECT uuidv7() AS id, r.ord, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
-           coalesce(r.run_at, now() + make_interval(secs => coalesce(r.delay_ms, 0) / 1000.0)) AS scheduled_at,
+           ${SCHEDULED_AT('r.run_at', 'r.delay_ms')} AS scheduled_at,
            r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
            r.max_interruptions, r.max_deferrals, r.dedup_scope, r.dedup_period, r.dead_letter_queue,
            ${DEDUP_KEY} AS dedup_key
@@ -104,11 +112,9 @@ SELECT i.ord::int AS ord,
 export const ENQUEUE_PLAIN = sql(
   'stampeded_enqueue_plain',
   `
-INSERT INTO stampeded_jobs
-       (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
-        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue)
+INSERT INTO stampeded_jobs (${PLAIN_COLUMNS})
 SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
-       coalesce(r.run_at, now() + make_interval(secs => coalesce(r.delay_ms, 0) / 1000.0)),
+       ${SCHEDULED_AT('r.run_at', 'r.delay_ms')},
        r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
        r.max_interruptions, r.max_deferrals, r.dead_letter_queue
   FROM ${INPUT_ROWS}`,
@@ -117,16 +123,14 @@ SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destina
 /**
  * ENQUEUE_PLAIN for one job, its values as parameters: what enqueue() sends
  * from a request handler, with no JSON batch to parse for its one row. The
- * columns and defaults are ENQUEUE_PLAIN's, in the order of ENQUEUE_ONE_KEYS.
+ * columns and defaults are ENQUEUE_PLAIN's, its parameters after the id in
+ * the order of ENQUEUE_ONE_KEYS.
  */
 export const ENQUEUE_ONE = sql(
   'stampeded_enqueue_one',
   `
-INSERT INTO stampeded_jobs
-       (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
-        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-        coalesce($9::timestamptz, now() + make_interval(secs => coalesce($10::float8, 0) / 1000.0)),
+INSERT INTO stampeded_jobs (${PLAIN_COLUMNS})
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${SCHEDULED_AT('$9::timestamptz', '$10::float8')},
         $11, $12, $13, $14, $15, $16, $17)`,
 );
 
