@@ -17,6 +17,14 @@ export interface JobOptions {
   maxDeferrals?: number;
   /** Where a copy goes, with provenance, when the job fails terminally. */
   deadLetterQueue?: string;
+  /**
+   * Delete the job when it completes, instead of keeping it as `completed`
+   * (BullMQ's removeOnComplete). Half the database's work for the completion;
+   * the job can no longer be read by id once done, and the dashboard's
+   * throughput chart does not count it. Failed, cancelled and dead-lettered
+   * jobs are always kept. Default false.
+   */
+  removeOnComplete?: boolean;
 }
 
 export interface EnqueueOptions extends JobOptions {

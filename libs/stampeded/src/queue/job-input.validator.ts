@@ -23,6 +23,7 @@ export interface JobRow {
   dedup_scope: string | null;
   dedup_period: DedupPeriod | null;
   dead_letter_queue: string | null;
+  remove_on_complete: boolean;
 }
 
 export const JOB_OPTION_NAMES = [
@@ -34,6 +35,7 @@ export const JOB_OPTION_NAMES = [
   'maxInterruptions',
   'maxDeferrals',
   'deadLetterQueue',
+  'removeOnComplete',
 ] as const;
 
 export const ENQUEUE_OPTION_NAMES = [
@@ -184,6 +186,9 @@ export function validateJobOptions(where: string, options: JobOptions | undefine
     if (options.backoff.maxMs !== undefined) integerIn(where, 'backoff.maxMs', options.backoff.maxMs, 1, integer.max, 'integer backoff_max_ms');
   }
   if (options.deadLetterQueue !== undefined) validateQueueName(where, 'deadLetterQueue', options.deadLetterQueue);
+  if (options.removeOnComplete !== undefined && typeof options.removeOnComplete !== 'boolean') {
+    fail(where, 'removeOnComplete', `must be true or false, got ${describe(options.removeOnComplete)}`);
+  }
   return options;
 }
 
@@ -272,6 +277,7 @@ export function buildJobRow(
     dedup_scope: dedupScope === null ? null : toStoredDedupScope(dedupScope),
     dedup_period: dedupPeriod,
     dead_letter_queue: merged.deadLetterQueue ?? null,
+    remove_on_complete: merged.removeOnComplete ?? false,
   };
 }
 

@@ -183,6 +183,7 @@ export class QueueService implements OnApplicationBootstrap {
           maxInterruptions: registered.maxInterruptions,
           maxDeferrals: registered.maxDeferrals,
           deadLetterQueue: registered.deadLetterQueue,
+          removeOnComplete: registered.removeOnComplete,
         }
       : {};
     const queueName = options.queue ?? taskDefaults.queue;
@@ -253,6 +254,7 @@ export class QueueService implements OnApplicationBootstrap {
 const ROW_KEYS = [
   'args', 'meta', 'queue', 'task', 'tenant_id', 'priority', 'destination', 'run_at', 'delay_ms', 'expire_seconds', 'max_attempts',
   'backoff_base_ms', 'backoff_max_ms', 'max_interruptions', 'max_deferrals', 'dedup_scope', 'dedup_period', 'dead_letter_queue',
+  'remove_on_complete',
 ] as const satisfies readonly (keyof JobRow)[];
 const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
 

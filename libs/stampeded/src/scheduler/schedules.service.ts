@@ -120,6 +120,7 @@ export class SchedulesService {
           maxInterruptions: declared.maxInterruptions,
           maxDeferrals: declared.maxDeferrals,
           deadLetterQueue: declared.deadLetterQueue,
+          removeOnComplete: declared.removeOnComplete,
         }
       : {};
     const { queue: _moduleQueue, priority: _modulePriority, ...moduleDefaults } = this.options.defaultJobOptions ?? {};
@@ -133,6 +134,7 @@ export class SchedulesService {
       max_interruptions: row.max_interruptions,
       max_deferrals: row.max_deferrals,
       dead_letter_queue: row.dead_letter_queue,
+      remove_on_complete: row.remove_on_complete,
     });
   }
 

@@ -20,6 +20,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 7, name: 'operations', file: '0007_operations.sql' },
   { version: 8, name: 'throughput', file: '0008_throughput.sql' },
   { version: 9, name: 'contention', file: '0009_contention.sql' },
+  { version: 10, name: 'cost', file: '0010_cost.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;

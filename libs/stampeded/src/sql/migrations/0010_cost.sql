@@ -1,0 +1,115 @@
+-- Less work for the database per job.
+--
+-- MEASURED with bench/sql-cost.mjs (one connection claiming 500 jobs at a
+-- time with stampeded_claim_batch and completing them with
+-- stampeded_complete_many until 50,000 are done; ANALYZE and CHECKPOINT after
+-- the load; WAL from pg_walinspect):
+--
+--   before this migration        1,357 bytes of WAL a job, 9.7 records
+--     Heap/UPDATE                  555 bytes  (two new row versions)
+--     Btree/INSERT_LEAF            332 bytes  (4.6 index entries)
+--     Heap/LOCK                    318 bytes  (the claim's row locks, their FPIs)
+--
+-- A job's two updates cannot be HOT: the state column is in the claim index's
+-- predicate, so each one adds an entry to the primary key and to every
+-- partial index the new version satisfies. This migration removes one of
+-- those entries from every claim, and lets a job that nobody needs to read
+-- after it succeeded leave the table instead of being rewritten a second
+-- time.
+
+-- 1. No expiry index.
+--
+-- stampeded_jobs_expiry_idx held (claimed_at) for executing jobs, and every
+-- claim added an entry to it. Its one reader, stampeded_expire, filters on
+-- coalesce(heartbeat_at, claimed_at), which the index cannot search: it read
+-- the index whole as the list of executing jobs. stampeded_jobs_claimed_idx
+-- is that list too (state IN ('claimed','executing')), so the expirer reads
+-- that one instead (test/cost.e2e-spec.ts checks the plan). Measured: 1,357
+-- -> 1,289 bytes of WAL and 5.9 -> 4.9 records a claim.
+DROP INDEX stampeded_jobs_expiry_idx;
+
+-- 2. Removal on completion.
+--
+-- A job enqueued with remove_on_complete is deleted by the completion that
+-- would have marked it completed, as BullMQ's removeOnComplete and
+-- graphile-worker's completion do: one delete record and no new row version
+-- or index entry, where the update wrote the whole row again with entries in
+-- the primary key and the finished index. Only success removes: a job that
+-- fails, is cancelled or is discarded is kept with its errors, and its
+-- dead-letter copy is made as before. The queue counters stay exact: the
+-- delete is counted by the counters' DELETE trigger, so a removed job leaves
+-- every count, 'completed' included. What a user gives up is in the README
+-- ("Removing completed jobs"): the job can no longer be read by id, and the
+-- dashboard's throughput chart, which counts finished rows, does not see it.
+--
+-- A new column at the end of the row, where neither update changes it: the
+-- updates' WAL records leave out a row's unchanged tail.
+ALTER TABLE stampeded_jobs ADD COLUMN remove_on_complete boolean NOT NULL DEFAULT false;
+
+-- The completion of migration 8, with the removal. Both statements find the
+-- batch's rows through the primary key and keep the fence: a job is
+-- completed, or removed, only while this worker holds the attempt it was
+-- given. They see the same snapshot and touch disjoint rows.
+CREATE OR REPLACE FUNCTION stampeded_complete_many(
+    p_worker_id uuid,
+    p_queues    text[],
+    p_ids       uuid[],
+    p_attempts  smallint[]
+) RETURNS TABLE (id uuid, queue text)
+LANGUAGE sql
+SET enable_nestloop = off
+AS $$
+    WITH removed AS (
+        DELETE FROM stampeded_jobs j
+         USING unnest(p_queues, p_ids, p_attempts) AS o(queue, id, attempt)
+         WHERE j.queue      = ANY (p_queues)
+           AND j.id         = ANY (p_ids)
+           AND j.queue      = o.queue
+           AND j.id         = o.id
+           AND j.claimed_by = p_worker_id
+           AND j.attempt    = o.attempt
+           AND j.remove_on_complete
+        RETURNING j.id, j.queue
+    ),
+    kept AS (
+        UPDATE stampeded_jobs j
+           SET state       = 'completed',
+               finished_at = now(),
+               dedup_scope = NULL,
+               checkpoint  = NULL,
+               claimed_by  = NULL
+          FROM unnest(p_queues, p_ids, p_attempts) AS o(queue, id, attempt)
+         WHERE j.queue      = ANY (p_queues)
+           AND j.id         = ANY (p_ids)
+           AND j.queue      = o.queue
+           AND j.id         = o.id
+           AND j.claimed_by = p_worker_id
+           AND j.attempt    = o.attempt
+           AND NOT j.remove_on_complete
+        RETURNING j.id, j.queue
+    )
+    SELECT id, queue FROM removed
+    UNION ALL
+    SELECT id, queue FROM kept;
+$$;
+
+-- Scheduled jobs carry the option like the others (migration 3 stored the
+-- rest of a task's job options for them).
+CREATE OR REPLACE FUNCTION stampeded_schedule_job(s stampeded_schedules) RETURNS uuid
+LANGUAGE sql AS $$
+    INSERT INTO stampeded_jobs
+        (queue, task, args, meta, tenant_id, priority,
+         expire_seconds, max_attempts, backoff_base_ms, backoff_max_ms,
+         max_interruptions, max_deferrals, dead_letter_queue, remove_on_complete)
+    VALUES
+        (s.queue, s.task, s.args, s.meta, s.tenant_id, s.priority,
+         coalesce((s.job_options->>'expire_seconds')::integer, 3600),
+         coalesce((s.job_options->>'max_attempts')::smallint, 25),
+         coalesce((s.job_options->>'backoff_base_ms')::smallint, 1000),
+         coalesce((s.job_options->>'backoff_max_ms')::integer, 3600000),
+         coalesce((s.job_options->>'max_interruptions')::smallint, 1),
+         coalesce((s.job_options->>'max_deferrals')::smallint, 100),
+         s.job_options->>'dead_letter_queue',
+         coalesce((s.job_options->>'remove_on_complete')::boolean, false))
+    RETURNING id;
+$$;

@@ -1,0 +1,231 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { migrate, QueueService, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import type { TestDatabase } from '@stampeded/testing';
+import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+
+// Migration 10: jobs removed on completion, and a claim without the expiry
+// index. What they must keep: the fence per job of a batch, exact counters,
+// dedup, failures and dead letters.
+
+const ran: string[] = [];
+
+@Task('tidy', { queue: 'tidy', removeOnComplete: true })
+class Tidy implements TaskHandler<{ fail?: boolean }> {
+  handle(args: { fail?: boolean }, ctx: JobContext) {
+    ran.push(ctx.id);
+    if (args.fail) throw new UnrecoverableError('refused');
+  }
+}
+
+@Task('kept', { queue: 'tidy' })
+class Kept implements TaskHandler<Record<string, never>> {
+  handle(_: Record<string, never>, ctx: JobContext) {
+    ran.push(ctx.id);
+  }
+}
+
+describe('removal on completion', () => {
+  let db: TestDatabase;
+  let sql: pg.Client;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    await migrate(db.url);
+    sql = await sqlClient(db.url);
+  });
+
+  afterAll(async () => {
+    await sql?.end();
+    await db?.drop();
+  });
+
+  const worker = async () => (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id as string;
+  const insert = async (queue: string, n: number, remove: boolean) =>
+    (
+      await sql.query(`INSERT INTO stampeded_jobs (queue, task, remove_on_complete) SELECT $1, 'x', $3 FROM generate_series(1, $2) RETURNING id::text`, [
+        queue,
+        n,
+        remove,
+      ])
+    ).rows.map((r) => r.id as string);
+  const claim = async (queue: string, workerId: string, limit: number) =>
+    (await sql.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch($1, $2, $3)`, [queue, workerId, limit])).rows as {
+      id: string;
+      queue: string;
+      attempt: number;
+    }[];
+  const completeMany = async (client: pg.Client, workerId: string, jobs: { id: string; queue: string; attempt: number }[]) =>
+    (
+      await client.query(`SELECT id::text FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`, [
+        workerId,
+        jobs.map((j) => j.queue),
+        jobs.map((j) => j.id),
+        jobs.map((j) => j.attempt),
+      ])
+    ).rows.map((r) => r.id as string);
+  const rowOf = async (id: string) =>
+    (await sql.query(`SELECT state, claimed_by::text, attempt FROM stampeded_jobs WHERE id = $1`, [id])).rows[0] as Record<string, unknown> | undefined;
+  const exactCounts = async (queue: string) => {
+    const counted = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts_total WHERE queue = $1 AND n <> 0 ORDER BY state`, [queue])).rows;
+    const actual = (await sql.query(`SELECT state, count(*)::int AS n FROM stampeded_jobs WHERE queue = $1 GROUP BY state ORDER BY state`, [queue])).rows;
+    expect(counted).toEqual(actual);
+    return actual;
+  };
+
+  it('removes or completes each job of a mixed batch only while the worker holds its attempt', async () => {
+    const a = await worker();
+    const b = await worker();
+    await insert('mixed', 3, true);
+    await insert('mixed', 3, false);
+    const claimed = await claim('mixed', a, 6);
+    expect(claimed).toHaveLength(6);
+    const flagged = new Set((await sql.query(`SELECT id::text FROM stampeded_jobs WHERE queue = 'mixed' AND remove_on_complete`)).rows.map((r) => r.id));
+    const removable = claimed.filter((j) => flagged.has(j.id));
+    const keepable = claimed.filter((j) => !flagged.has(j.id));
+    const [removeMe, removeStale, removeReclaimed] = removable;
+    const [keepMe, keepStale, keepReclaimed] = keepable;
+
+    // Lost to the reaper and claimed again by another worker.
+    await sql.query(`UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, scheduled_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])`, [
+      [removeReclaimed.id, keepReclaimed.id],
+    ]);
+    expect((await claim('mixed', b, 2)).map((j) => j.id).sort()).toEqual([removeReclaimed.id, keepReclaimed.id].sort());
+
+    const done = await completeMany(sql, a, [
+      removeMe,
+      { ...removeStale, attempt: removeStale.attempt - 1 },
+      removeReclaimed,
+      keepMe,
+      { ...keepStale, attempt: keepStale.attempt - 1 },
+      keepReclaimed,
+    ]);
+
+    expect(done.sort()).toEqual([removeMe.id, keepMe.id].sort());
+    expect(await rowOf(removeMe.id)).toBeUndefined();
+    expect(await rowOf(keepMe.id)).toMatchObject({ state: 'completed', claimed_by: null });
+    // A previous attempt's result is refused, whether the job would be removed or kept.
+    expect(await rowOf(removeStale.id)).toMatchObject({ state: 'executing', claimed_by: a, attempt: 1 });
+    expect(await rowOf(keepStale.id)).toMatchObject({ state: 'executing', claimed_by: a, attempt: 1 });
+    // Another worker's jobs are left to it.
+    expect(await rowOf(removeReclaimed.id)).toMatchObject({ state: 'executing', claimed_by: b, attempt: 2 });
+    expect(await rowOf(keepReclaimed.id)).toMatchObject({ state: 'executing', claimed_by: b, attempt: 2 });
+    expect(await exactCounts('mixed')).toEqual([
+      { state: 'completed', n: 1 },
+      { state: 'executing', n: 4 },
+    ]);
+  });
+
+  it('keeps the counters exact while several workers remove and complete batches at once', async () => {
+    await sql.query(`SELECT stampeded_create_queue('removing')`);
+    await insert('removing', 1500, true);
+    await insert('removing', 1500, false);
+    const clients = await Promise.all([1, 2, 3, 4].map(() => sqlClient(db.url)));
+    try {
+      await Promise.all(
+        clients.map(async (client, n) => {
+          const id = (await client.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 2) RETURNING id::text`)).rows[0].id;
+          for (;;) {
+            const jobs = (await client.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch('removing', $1, $2)`, [id, 29 + n * 7])).rows;
+            if (!jobs.length) return;
+            expect(await completeMany(client, id, jobs)).toHaveLength(jobs.length);
+          }
+        }),
+      );
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+    expect(await exactCounts('removing')).toEqual([{ state: 'completed', n: 1500 }]);
+  });
+
+  it('finds the expirer its executing jobs through the claimed index, not a scan of the table', async () => {
+    await sql.query(`SELECT stampeded_create_queue('expiring')`);
+    await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at)
+       SELECT 'expiring', 'x', 'completed', 1, now() FROM generate_series(1, 50000)`,
+    );
+    const a = await worker();
+    await insert('expiring', 20, false);
+    await claim('expiring', a, 20);
+    await sql.query(`UPDATE stampeded_jobs SET heartbeat_at = now() - interval '2 hours', claimed_at = now() - interval '2 hours' WHERE queue = 'expiring' AND state = 'executing'`);
+    await sql.query(`ANALYZE stampeded_jobs_expiring`);
+    const plan = (
+      await sql.query(
+        `EXPLAIN SELECT id FROM stampeded_jobs WHERE state = 'executing'
+            AND coalesce(heartbeat_at, claimed_at) < now() - make_interval(secs => expire_seconds) LIMIT 100 FOR UPDATE SKIP LOCKED`,
+      )
+    ).rows
+      .map((r) => r['QUERY PLAN'])
+      .join('\n');
+    expect(plan).toMatch(/Index Scan on stampeded_jobs_expiring_claimed_by_idx|Index Scan using stampeded_jobs_expiring_claimed_by_idx/);
+    expect(plan).not.toMatch(/Seq Scan on stampeded_jobs_expiring/);
+    const expired = (await sql.query(`SELECT out_id FROM stampeded_expire(100)`)).rows;
+    expect(expired).toHaveLength(20);
+    await exactCounts('expiring');
+  });
+
+  describe('through the module', () => {
+    let app: INestApplicationContext;
+
+    afterAll(async () => {
+      await app?.close();
+    });
+
+    it('deletes a completed job of a task that asks for it, keeps failures and other jobs, and honours dedup', async () => {
+      app = await bootApp(db.url, {
+        providers: [Tidy, Kept],
+        stampeded: { migrations: 'none', worker: { concurrency: 5 }, defaultJobOptions: { maxAttempts: 1 } },
+      });
+      const queue = app.get(QueueService);
+
+      const removed = await queue.enqueue(Tidy, {});
+      const failed = await queue.enqueue(Tidy, { fail: true }, { deadLetterQueue: 'tidy-dead' });
+      const overridden = await queue.enqueue(Tidy, {}, { removeOnComplete: false });
+      const kept = await queue.enqueue(Kept, {});
+      const keptByOption = await queue.enqueue(Kept, {}, { removeOnComplete: true });
+      const ids = [removed, failed, overridden, kept, keptByOption].map((r) => r.id);
+      await waitFor(() => ids.every((id) => ran.includes(id)), 'every job to run');
+      await waitFor(async () => {
+        const c = await queue.counts('tidy');
+        return c.available + c.executing + c.claimed + c.retryable === 0;
+      }, 'every job to finish');
+
+      expect(await queue.getJob(removed.id)).toBeNull();
+      expect(await queue.getJob(keptByOption.id)).toBeNull();
+      expect(await queue.getJob(overridden.id)).toMatchObject({ state: 'completed' });
+      expect(await queue.getJob(kept.id)).toMatchObject({ state: 'completed' });
+      // A failure is kept with its error, and its dead letter is made.
+      expect(await queue.getJob(failed.id)).toMatchObject({ state: 'discarded', failureKind: 'unrecoverable' });
+      const dead = (await sql.query(`SELECT source_id::text FROM stampeded_jobs WHERE queue = 'tidy-dead'`)).rows;
+      expect(dead).toEqual([{ source_id: failed.id }]);
+      expect(await exactCounts('tidy')).toEqual([
+        { state: 'completed', n: 2 },
+        { state: 'discarded', n: 1 },
+      ]);
+
+      // Dedup: a pending job holds its scope; once removed, the scope is free again, as after a kept completion.
+      await app.close();
+      app = await bootApp(db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { enabled: false } } });
+      const producer = app.get(QueueService);
+      const first = await producer.enqueue(Tidy, {}, { dedup: { scope: 'once' } });
+      const twin = await producer.enqueue(Tidy, {}, { dedup: { scope: 'once' } });
+      expect(twin).toEqual({ id: first.id, deduplicated: true });
+      await app.close();
+      app = await bootApp(db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { concurrency: 2 } } });
+      await waitFor(() => ran.includes(first.id), 'the deduplicated job to run');
+      const worker2 = app.get(QueueService);
+      await waitFor(async () => (await worker2.getJob(first.id)) === null, 'the deduplicated job to be removed');
+      const next = await worker2.enqueue(Tidy, {}, { dedup: { scope: 'once' } });
+      expect(next.deduplicated).toBe(false);
+      await waitFor(async () => ran.includes(next.id) && (await worker2.getJob(next.id)) === null, 'the next one to run and be removed');
+      await exactCounts('tidy');
+    });
+
+    it('refuses a removeOnComplete that is not a boolean before anything is written', async () => {
+      const queue = app.get(QueueService);
+      const before = (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs`)).rows[0].n;
+      await expect(queue.enqueue(Kept, {}, { removeOnComplete: 'yes' as unknown as boolean })).rejects.toThrow(/removeOnComplete.*must be true or false/);
+      expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs`)).rows[0].n).toBe(before);
+    });
+  });
+});
