@@ -8,6 +8,10 @@ export function drawChart(report) {
   for (const row of report.results) {
     if (row.scenario === 'latency') {
       for (const p of ['p50', 'p99']) panels.push({ title: `latency ${p}, ms (lower is better)`, key: p, row, unit: 'ms' });
+    } else if (row.scenario === 'snapshot') {
+      for (const [key, when] of [['firstP99', 'first'], ['lastP99', 'last']]) {
+        panels.push({ title: `snapshot held open: latency p99 of the ${when} 10 s, ms (lower is better)`, key, row, unit: 'ms' });
+      }
     } else {
       panels.push({ title: `${row.label}, ${row.unit}`, key: 'value', row, unit: row.unit });
     }

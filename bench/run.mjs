@@ -9,6 +9,23 @@
 // PostgreSQL: DATABASE_URL when set, otherwise one started for the run
 // (embedded, synchronous_commit on). Numbers go to bench/out/ and, with
 // --save, to bench/results/ (JSON and an SVG chart).
+//
+// How a processing run is measured, the same for every system:
+// - after the jobs are loaded, ANALYZE (the statistics every real database
+//   has within a minute of a load, which the claim queries are planned with)
+//   and CHECKPOINT (every system starts with the same full-page-write state);
+//   the bloat rows get a VACUUM ANALYZE before the load as well;
+// - while the jobs are processed the parent sends no query: the worker
+//   processes count what their handlers ran and report it over IPC. Once they
+//   have run every job, the parent reads the system's tables every 20 ms
+//   until nothing is pending, and that moment is the run's end (a system
+//   that defers its completion writes pays for them);
+// - the duration runs from the first handler call to that end; beside the
+//   rate, the database's CPU per job (every PostgreSQL process) and its WAL
+//   per job: bytes from pg_current_wal_lsn() read right before the start and
+//   right after the end, records and full-page images from pg_stat_wal, read
+//   once the workers have disconnected (backends flush their WAL statistics
+//   at exit, or at most once a second), checked against the LSN difference.
 import { fork } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -26,13 +43,16 @@ const option = (name, fallback) => {
 const quick = flag('quick');
 const RUNS = Number(option('runs', quick ? 1 : 3));
 const SYSTEMS = option('systems', 'stampeded,graphile-worker,pg-boss,bullmq').split(',');
-const SCENARIOS = option('scenarios', 'enqueue,process,latency,queues,bloat,unlogged').split(',');
+const SCENARIOS = option('scenarios', 'enqueue,process,latency,snapshot,queues,bloat,unlogged').split(',');
 /** Only the scenarios whose label contains this text, e.g. --only "c50, 4p". */
 const ONLY = option('only', '');
 const JOBS = Number(option('jobs', quick ? 10_000 : 50_000));
 const SINGLE_JOBS = Number(option('single-jobs', quick ? 1_000 : 5_000));
 const LATENCY_JOBS = Number(option('latency-jobs', quick ? 150 : 500));
 const BLOAT_ROWS = Number(option('bloat-rows', quick ? 100_000 : 1_000_000));
+/** The snapshot scenario: a steady SNAPSHOT_RATE jobs a second for this long, a snapshot held open throughout. */
+const SNAPSHOT_SECONDS = Number(option('snapshot-seconds', quick ? 20 : 90));
+const SNAPSHOT_RATE = Number(option('snapshot-rate', 4000));
 /** A system still working after this long is stopped and measured on what it finished. */
 const MAX_SECONDS = Number(option('max-seconds', quick ? 20 : 40));
 const now = () => performance.timeOrigin + performance.now();
@@ -53,27 +73,93 @@ function spawn(system, url, options) {
   const child = fork(here('./child.mjs'), [system, url, JSON.stringify(options)], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [...process.execArgv, ...extra],
+    // Typed arrays (a steady run's latencies) cross as they are, not as JSON.
+    serialization: 'advanced',
   });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   let onResult;
   const result = new Promise((resolve, reject) => {
     onResult = { resolve, reject };
     child.once('exit', (code) => reject(new Error(`${system} ${options.mode} process exited (${code}) before reporting`)));
   });
-  const ready = new Promise((resolve) => {
+  const p = {
+    child,
+    result,
+    exited,
+    /** Jobs its handlers ran, as last reported; listeners hear every report. */
+    handled: 0,
+    target: options.target,
+    listeners: new Set(),
+    send: (m) => child.connected && child.send(m),
+  };
+  p.ready = new Promise((resolve) => {
     child.on('message', (m) => {
       if (m.ready) resolve();
       else if (m.result) onResult.resolve(m.result);
       else if (m.error) onResult.reject(new Error(`${system}: ${m.error}`));
+      else if (typeof m.handled === 'number') {
+        p.handled = m.handled;
+        for (const listener of p.listeners) listener();
+      }
     });
   });
-  return { child, ready, result, send: (m) => child.send(m) };
+  return p;
 }
 
 async function produce(system, url, options) {
   const p = spawn(system, url, options);
   await p.ready;
   p.send('start');
-  return p.result;
+  const result = await p.result;
+  await p.exited;
+  return result;
+}
+
+/**
+ * Resolves true once the workers together report `total` jobs handled, false
+ * at `deadline`; rejects when one of them fails. With several processes, each
+ * is told how many it would have to reach for the total to be reached by what
+ * the others reported, so that the process that runs the last job reports it
+ * at once rather than at its next 50 ms report.
+ */
+function waitHandled(workers, total, deadline) {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const finish = (outcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      for (const w of workers) w.listeners.delete(check);
+      if (outcome instanceof Error) reject(outcome);
+      else resolve(outcome);
+    };
+    const check = () => {
+      const sum = workers.reduce((n, w) => n + w.handled, 0);
+      if (sum >= total) return finish(true);
+      for (const w of workers) {
+        const target = total - (sum - w.handled);
+        if (target !== w.target) {
+          w.target = target;
+          w.send({ target });
+        }
+      }
+    };
+    const timer = setTimeout(() => finish(false), Math.max(0, deadline - now()));
+    for (const w of workers) {
+      w.listeners.add(check);
+      w.result.catch((err) => finish(err));
+    }
+    check();
+  });
+}
+
+/** After every job was handled: the system's tables, every 20 ms, until nothing is pending (false at the deadline). */
+async function untilNothingPending(checker, deadline) {
+  while (await checker.anyPending()) {
+    if (now() > deadline) return false;
+    await sleep(20);
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- databases
@@ -83,6 +169,7 @@ async function freshDatabase(system, queues, { unlogged = false } = {}) {
   const db = await createTestDatabase(server.url, `bench_${system.replace(/\W/g, '_')}`);
   const installer = spawn(system, db.url, { mode: 'install', queues, unlogged });
   await installer.result;
+  await installer.exited;
   return db;
 }
 
@@ -105,6 +192,74 @@ async function openChecker(system, url, queues) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The parent's own connection to a run's database: the statements after a
+ * load, and the WAL readings around the run. The server is the run's alone
+ * (one database at a time), so the server-wide figures are the run's.
+ */
+async function openMeter(url) {
+  const client = await sqlClient(url);
+  const one = async (sql, params) => (await client.query(sql, params)).rows[0];
+  return {
+    client,
+    /** After a load: the statistics a real database has within a minute, and a checkpoint, so that every system starts with the same full-page-write state. */
+    async settle() {
+      await client.query('ANALYZE');
+      await client.query('CHECKPOINT');
+    },
+    /** Until no other client is connected to the database: a backend flushes its statistics before it leaves pg_stat_activity. */
+    async quiet(timeoutMs = 15_000) {
+      const deadline = now() + timeoutMs;
+      for (;;) {
+        const { n } = await one(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+        );
+        if (n === 0) return true;
+        if (now() > deadline) return false;
+        await sleep(20);
+      }
+    },
+    lsn: async () => (await one('SELECT pg_current_wal_lsn()::text AS lsn')).lsn,
+    lsnDiff: async (to, from) => Number((await one('SELECT pg_wal_lsn_diff($1, $2)::float8 AS d', [to, from])).d),
+    /** pg_stat_wal with the current LSN; this backend's own statistics flushed first. */
+    async walStats() {
+      await client.query('SELECT pg_stat_force_next_flush()');
+      return one(`SELECT wal_records::text AS records, wal_fpi::text AS fpi, wal_bytes::text AS bytes, pg_current_wal_lsn()::text AS lsn FROM pg_stat_wal`);
+    },
+    close: () => client.end(),
+  };
+}
+
+/**
+ * WAL per job over a run: bytes from the LSN at the start and at the end,
+ * records and full-page images from pg_stat_wal. Other backends' WAL
+ * statistics reach pg_stat_wal when they exit (or at most once a second while
+ * busy), so this waits for every worker connection to be gone, and a little
+ * more for the server's own processes; it then checks pg_stat_wal's bytes
+ * against the LSN difference over the same span (which also covers the
+ * workers' shutdown: afterEndBytes).
+ */
+async function walOver(meter, before, endLsn, jobs) {
+  const quiet = await meter.quiet();
+  await sleep(1100);
+  const after = await meter.walStats();
+  const bytes = await meter.lsnDiff(endLsn, before.lsn);
+  const lsnBytes = await meter.lsnDiff(after.lsn, before.lsn);
+  const diff = (k) => Number(BigInt(after[k]) - BigInt(before[k]));
+  const statBytes = diff('bytes');
+  return {
+    bytesPerJob: bytes / jobs,
+    recordsPerJob: diff('records') / jobs,
+    fpiPerJob: diff('fpi') / jobs,
+    bytes,
+    records: diff('records'),
+    fpi: diff('fpi'),
+    afterEndBytes: lsnBytes - bytes,
+    check: { statBytes, lsnBytes, ratio: lsnBytes ? statBytes / lsnBytes : null, quiet },
+  };
+}
 
 /**
  * CPU milliseconds spent so far by the benchmark's PostgreSQL: its postmaster,
@@ -147,6 +302,8 @@ async function findPostmaster(url) {
   }
 }
 
+const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : null);
+
 // ---------------------------------------------------------------- scenarios
 
 async function enqueueRun(system, mode, jobs) {
@@ -165,33 +322,35 @@ async function enqueueRun(system, mode, jobs) {
 
 async function processRun(system, { jobs, concurrency, processes, queues = ['bench'], bloat = 0, unlogged = false }) {
   const db = await freshDatabase(system, queues, { unlogged });
+  const meter = await openMeter(db.url);
+  const workers = [];
   try {
     if (bloat) {
-      const client = await sqlClient(db.url);
-      await systems[system].insertFinished(client, bloat);
-      await client.query('VACUUM ANALYZE');
-      await client.end();
+      await systems[system].insertFinished(meter.client, bloat);
+      await meter.client.query('VACUUM ANALYZE');
     }
     await produce(system, db.url, { mode: 'preload', jobs, queues });
+    await meter.settle();
+    // The installer's and the producer's backends gone, their WAL counted before the start.
+    if (!(await meter.quiet())) throw new Error(`${system}: connections still open after the load`);
     const checker = await openChecker(system, db.url, queues);
-    const workers = Array.from({ length: processes }, () => spawn(system, db.url, { mode: 'work', concurrency, queues }));
+    for (let i = 0; i < processes; i++) workers.push(spawn(system, db.url, { mode: 'work', concurrency, queues, target: jobs }));
     await Promise.all(workers.map((w) => w.ready));
-    const started = now();
+    const before = await meter.walStats();
     const dbCpuStart = postgresCpuMs();
+    const started = now();
+    const deadline = started + MAX_SECONDS * 1000;
     for (const w of workers) w.send('start');
-    let timedOut = false;
-    while (await checker.anyPending()) {
-      if (now() - started > MAX_SECONDS * 1000) {
-        timedOut = true;
-        break;
-      }
-      await sleep(20);
-    }
+    // No query while the jobs are processed: the workers say when they ran them all.
+    const allHandled = await waitHandled(workers, jobs, deadline);
+    const timedOut = !(allHandled && (await untilNothingPending(checker, deadline)));
     const ended = now();
     const dbCpuMs = dbCpuStart === null ? null : postgresCpuMs() - dbCpuStart;
+    const endLsn = await meter.lsn();
     const left = timedOut ? await checker.pending() : 0;
     for (const w of workers) w.send('stop');
     const reports = await Promise.all(workers.map((w) => w.result));
+    await Promise.all(workers.map((w) => w.exited));
     const completedRows = await checker.completed();
     await checker.close();
     const done = jobs - left;
@@ -200,40 +359,143 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
     if (!timedOut && completedRows !== null && completedRows !== jobs + bloat) {
       throw new Error(`${system}: ${completedRows} jobs completed in the table, expected ${jobs + bloat}`);
     }
+    const wal = await walOver(meter, before, endLsn, done);
     const firstAt = Math.min(...reports.map((r) => r.firstAt ?? Infinity));
     const seconds = (ended - firstAt) / 1000;
     const rssPeak = Math.max(...reports.flatMap((r) => r.rss)) / 2 ** 20;
     const workerCpuMs = reports.reduce((n, r) => n + (r.cpuMs ?? 0), 0);
-    // Per job, in microseconds: the database's (every backend, the checker's
-    // polling included) and the workers' (from start to stop).
+    // Per job, in microseconds: the database's (every backend) and the workers' (from start to stop).
     const cpu = { dbUsPerJob: dbCpuMs === null ? null : (dbCpuMs * 1000) / done, workerUsPerJob: (workerCpuMs * 1000) / done };
-    return { value: done / seconds, seconds, done, timedOut, rssPeakMb: rssPeak, cpu };
+    // From the last handler call to the end: the completions still to be written, and the 20 ms probes.
+    const afterLastHandlerMs = ended - Math.max(...reports.map((r) => r.lastAt ?? -Infinity));
+    return { value: done / seconds, seconds, done, timedOut, afterLastHandlerMs, rssPeakMb: rssPeak, cpu, wal };
   } finally {
+    for (const w of workers) if (w.child.exitCode === null) w.child.kill();
+    await meter.close().catch(() => {});
     await db.drop();
   }
 }
 
 async function latencyRun(system, jobs) {
   const db = await freshDatabase(system, ['bench']);
+  const worker = spawn(system, db.url, { mode: 'work', concurrency: 10, queues: ['bench'], target: jobs });
   try {
-    const worker = spawn(system, db.url, { mode: 'work', concurrency: 10, queues: ['bench'] });
     await worker.ready;
+    const checker = await openChecker(system, db.url, ['bench']);
     worker.send('start');
     await sleep(1500); // idle, listening
     await produce(system, db.url, { mode: 'latency', jobs, intervalMs: 20, queues: ['bench'] });
-    const checker = await openChecker(system, db.url, ['bench']);
     const deadline = now() + 30_000;
-    while ((await checker.anyPending()) && now() < deadline) await sleep(20);
+    if (await waitHandled([worker], jobs, deadline)) await untilNothingPending(checker, deadline);
     await checker.close();
     worker.send('stop');
     const report = await worker.result;
-    const sorted = report.latencies.sort((a, b) => a - b);
+    const sorted = Float64Array.from(report.latencies).sort();
     if (sorted.length < jobs) throw new Error(`${system}: only ${sorted.length} of ${jobs} latency jobs ran`);
-    const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+    const pct = (p) => percentile(sorted, p);
     return { value: pct(50), p50: pct(50), p95: pct(95), p99: pct(99), rssMb: Math.max(...report.rss) / 2 ** 20 };
   } finally {
+    if (worker.child.exitCode === null) worker.child.kill();
     await db.drop();
   }
+}
+
+/**
+ * Latency with a snapshot held open: one worker process at concurrency 10, a
+ * producer process sending a steady SNAPSHOT_RATE jobs a second (each stamped
+ * with the moment it was sent), and a third connection holding a REPEATABLE
+ * READ snapshot from before the first job until after the last, as a long
+ * report or a forgotten transaction does: no row a job leaves behind can be
+ * removed while it is open. Insert-to-start latency per 10-second window (by
+ * when the job started), so that what the dead rows do over time shows.
+ */
+async function snapshotRun(system, { seconds, rate }) {
+  const db = await freshDatabase(system, ['bench']);
+  const meter = await openMeter(db.url);
+  const worker = spawn(system, db.url, { mode: 'work', concurrency: 10, queues: ['bench'] });
+  const producer = spawn(system, db.url, { mode: 'steady', rate, seconds, queues: ['bench'] });
+  let holder;
+  try {
+    await Promise.all([worker.ready, producer.ready]);
+    const checker = await openChecker(system, db.url, ['bench']);
+    worker.send('start');
+    await sleep(1500); // idle, listening
+    holder = await sqlClient(db.url);
+    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await holder.query('SELECT count(*) FROM pg_class');
+    const { rows: [{ xmin }] } = await meter.client.query(
+      'SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1',
+      [holder.processID],
+    );
+    if (xmin === null) throw new Error('the snapshot holder has no xmin: no snapshot held');
+    const before = await meter.walStats();
+    const dbCpuStart = postgresCpuMs();
+    producer.send('start');
+    const sent = await producer.result;
+    await producer.exited;
+    const deadline = now() + MAX_SECONDS * 1000;
+    const allHandled = await waitHandled([worker], sent.sent, deadline);
+    const timedOut = !(allHandled && (await untilNothingPending(checker, deadline)));
+    const ended = now();
+    const dbCpuMs = dbCpuStart === null ? null : postgresCpuMs() - dbCpuStart;
+    const endLsn = await meter.lsn();
+    await holder.query('COMMIT');
+    await holder.end();
+    holder = undefined;
+    const completedRows = await checker.completed();
+    await checker.close();
+    worker.send('stop');
+    const report = await worker.result;
+    await worker.exited;
+    const done = report.latencies.length;
+    if (!timedOut && done < sent.sent) throw new Error(`${system}: ${sent.sent} jobs sent, ${done} ran`);
+    if (!timedOut && completedRows !== null && completedRows !== sent.sent) {
+      throw new Error(`${system}: ${completedRows} jobs completed in the table, ${sent.sent} sent`);
+    }
+    const wal = await walOver(meter, before, endLsn, done);
+    const windows = latencyWindows(report.latencies, report.startedAt, sent.startedAt, seconds);
+    const sorted = Float64Array.from(report.latencies).sort();
+    const lastFull = windows.filter((w) => !w.drain).at(-1);
+    const first = windows[0];
+    const keptUp = sent.sent >= 0.98 * sent.intended;
+    return {
+      value: percentile(sorted, 99),
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      firstP50: first?.p50,
+      firstP99: first?.p99,
+      lastP50: lastFull?.p50,
+      lastP99: lastFull?.p99,
+      throughput: done / ((ended - report.firstAt) / 1000),
+      done,
+      timedOut,
+      windows,
+      producer: { ...sent, keptUp },
+      rssMb: Math.max(...report.rss) / 2 ** 20,
+      cpu: { dbUsPerJob: dbCpuMs === null ? null : (dbCpuMs * 1000) / done, workerUsPerJob: (report.cpuMs * 1000) / done },
+      wal,
+    };
+  } finally {
+    if (holder) await holder.end().catch(() => {});
+    for (const c of [worker, producer]) if (c.child.exitCode === null) c.child.kill();
+    await meter.close().catch(() => {});
+    await db.drop();
+  }
+}
+
+/** p50 and p99 of the jobs that started in each 10-second window from t0; windows from `seconds` on are the drain after the producer stopped. */
+function latencyWindows(latencies, startedAt, t0, seconds) {
+  const buckets = [];
+  for (let i = 0; i < latencies.length; i++) {
+    const w = Math.max(0, Math.floor((startedAt[i] - t0) / 10_000));
+    (buckets[w] ??= []).push(latencies[i]);
+  }
+  const out = [];
+  buckets.forEach((xs, w) => {
+    const sorted = Float64Array.from(xs).sort();
+    out.push({ from: w * 10, to: (w + 1) * 10, jobs: xs.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), drain: w * 10 >= seconds });
+  });
+  return out;
 }
 
 // ---------------------------------------------------------------- plan
@@ -257,6 +519,16 @@ if (SCENARIOS.includes('process')) {
 if (SCENARIOS.includes('latency')) {
   add('latency', `latency p50 (1 job / 20 ms)`, 'ms', 'lower', (s) => latencyRun(s, LATENCY_JOBS), { percentiles: true });
 }
+if (SCENARIOS.includes('snapshot')) {
+  // pg-boss and BullMQ are not run: in a quick run (process 10,000, c10, 1p)
+  // pg-boss 10 handled about 400 jobs/s (its fetch loop waits out the half
+  // second polling interval after every batch) and BullMQ's PostgreSQL backend
+  // about 400-500, a tenth of the 4,000 a second sent here: their latencies
+  // would only measure a backlog growing from the first second.
+  const tooSlow = { 'pg-boss': true, bullmq: true };
+  add('snapshot', `latency with a snapshot held open, ${SNAPSHOT_RATE} jobs/s for ${SNAPSHOT_SECONDS} s, c10, 1p`, 'ms', 'lower', (s) =>
+    tooSlow[s] && SNAPSHOT_RATE >= 1000 ? null : snapshotRun(s, { seconds: SNAPSHOT_SECONDS, rate: SNAPSHOT_RATE }), { concurrency: 10, processes: 1 });
+}
 if (SCENARIOS.includes('queues')) {
   const queues = Array.from({ length: 10 }, (_, i) => `bench${i}`);
   add('queues', `process ${JOBS}, 10 queues, c50, 1p`, 'jobs/s', 'higher', (s) =>
@@ -277,6 +549,25 @@ if (SCENARIOS.includes('unlogged')) {
       { concurrency: 10, processes: 1 });
   }
 }
+
+/** What is summarised (median, min, max over the runs) for each system of a row. */
+const SUMMARISED = {
+  value: (r) => r.value,
+  p50: (r) => r.p50,
+  p95: (r) => r.p95,
+  p99: (r) => r.p99,
+  rssPeakMb: (r) => r.rssPeakMb,
+  rssMb: (r) => r.rssMb,
+  throughput: (r) => r.throughput,
+  firstP50: (r) => r.firstP50,
+  lastP50: (r) => r.lastP50,
+  firstP99: (r) => r.firstP99,
+  lastP99: (r) => r.lastP99,
+  dbUsPerJob: (r) => r.cpu?.dbUsPerJob,
+  walBytesPerJob: (r) => r.wal?.bytesPerJob,
+  walRecordsPerJob: (r) => r.wal?.recordsPerJob,
+  walFpiPerJob: (r) => r.wal?.fpiPerJob,
+};
 
 // ---------------------------------------------------------------- main
 
@@ -338,10 +629,31 @@ try {
 
 function describe(step, out) {
   if (step.percentiles) return `p50 ${out.p50.toFixed(1)} ms, p95 ${out.p95.toFixed(1)} ms, p99 ${out.p99.toFixed(1)} ms`;
-  let s = `${Math.round(out.value).toLocaleString('en-US')} ${step.unit}`;
+  const int = (x) => Math.round(x).toLocaleString('en-US');
+  let s;
+  if (step.scenario === 'snapshot') {
+    const p = out.producer;
+    s = `p50 ${out.p50.toFixed(1)} ms, p99 ${out.p99.toFixed(1)} ms, ${int(out.throughput)} jobs/s`;
+    s += `; producer ${p.keptUp ? 'kept up' : 'DID NOT keep up'}: ${int(p.sent)} of ${int(p.intended)} jobs sent (${int(p.ratePerSecond)}/s), ${p.lateTicks} ticks late, max lag ${p.maxLagMs.toFixed(0)} ms`;
+  } else {
+    s = `${int(out.value)} ${step.unit}`;
+  }
   if (out.rssPeakMb) s += `, peak RSS ${out.rssPeakMb.toFixed(0)} MB`;
   if (out.cpu) s += `, CPU per job: database ${out.cpu.dbUsPerJob?.toFixed(0) ?? '?'} us, workers ${out.cpu.workerUsPerJob.toFixed(0)} us`;
+  if (out.wal) {
+    const w = out.wal;
+    s += `, WAL per job: ${int(w.bytesPerJob)} bytes, ${w.recordsPerJob.toFixed(1)} records, ${w.fpiPerJob.toFixed(2)} FPI`;
+    // pg_stat_wal's bytes against the LSN difference over the same span:
+    // statistics that did not reach pg_stat_wal would make the records and FPI wrong.
+    const r = w.check.ratio;
+    if (r === null || Math.abs(r - 1) > 0.05 || !w.check.quiet) {
+      s += ` (WARNING: pg_stat_wal bytes ${r === null ? '?' : `${(r * 100).toFixed(1)}%`} of the LSN difference${w.check.quiet ? '' : ', workers still connected'})`;
+    }
+  }
   if (out.timedOut) s += ` (stopped after ${MAX_SECONDS} s with ${out.done} done)`;
+  if (out.windows) {
+    s += `\n    ${out.windows.map((w) => `${w.from}-${w.to}s${w.drain ? ' (drain)' : ''} p50 ${w.p50.toFixed(1)} p99 ${w.p99.toFixed(1)}`).join(' | ')}`;
+  }
   return s;
 }
 
@@ -349,8 +661,8 @@ function summarise(row) {
   for (const entry of Object.values(row.systems)) {
     const ok = entry.runs.filter((r) => !r.error);
     if (!ok.length) continue;
-    for (const key of ['value', 'p50', 'p95', 'p99', 'rssPeakMb', 'rssMb']) {
-      const xs = ok.map((r) => r[key]).filter((x) => typeof x === 'number');
+    for (const [key, get] of Object.entries(SUMMARISED)) {
+      const xs = ok.map(get).filter((x) => typeof x === 'number' && Number.isFinite(x));
       if (xs.length) entry[key] = { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
     }
     entry.timedOut = ok.some((r) => r.timedOut);
@@ -366,7 +678,7 @@ function summarise(row) {
 
 // ---------------------------------------------------------------- output
 
-const fmt = (x, unit) => (x === undefined ? '-' : unit === 'ms' ? x.toFixed(1) : Math.round(x).toLocaleString('en-US'));
+const fmt = (x, unit) => (x === undefined ? '-' : unit === 'ms' || unit === '0.0' ? x.toFixed(1) : unit === '0.00' ? x.toFixed(2) : Math.round(x).toLocaleString('en-US'));
 function renderTable(results, SYSTEMS) {
   const lines = [];
   const header = ['scenario', ...SYSTEMS, 'stampeded / best peer'];
@@ -378,21 +690,49 @@ function renderTable(results, SYSTEMS) {
     if (!v) return e.runs.find((r) => r.error) ? 'error' : '-';
     return `${fmt(v.median, unit)} (${fmt(v.min, unit)}-${fmt(v.max, unit)})${e.timedOut ? '*' : ''}`;
   };
+  /** Medians only, "a / b": two figures of one system in one cell. */
+  const pair = (e, a, b, unit) => {
+    if (!e) return '-';
+    if (e.notApplicable) return 'n/a';
+    if (!e[a] && !e[b]) return e.runs.find((r) => r.error) ? 'error' : '-';
+    return `${fmt(e[a]?.median, unit)} / ${fmt(e[b]?.median, unit)}${e.timedOut ? '*' : ''}`;
+  };
+  /** The best peer's median divided by Stampeded's, for a lower-is-better key. */
+  const lowerRatio = (row, key) => {
+    const mine = row.systems.stampeded?.[key]?.median;
+    const peers = Object.entries(row.systems).filter(([k, e]) => k !== 'stampeded' && e[key]).map(([, e]) => e[key].median);
+    return mine !== undefined && peers.length ? `${(Math.min(...peers) / mine).toFixed(2)}x` : '-';
+  };
+  const costRows = (row) => {
+    if (!Object.values(row.systems).some((e) => e.dbUsPerJob || e.walBytesPerJob)) return;
+    lines.push(`| database CPU per job (us) | ${SYSTEMS.map((s) => cell(row.systems[s], 'dbUsPerJob', 'us')).join(' | ')} | |`);
+    lines.push(`| WAL per job (bytes) | ${SYSTEMS.map((s) => cell(row.systems[s], 'walBytesPerJob', 'bytes')).join(' | ')} | |`);
+    lines.push(`| WAL records / full-page images per job | ${SYSTEMS.map((s) => pair(row.systems[s], 'walRecordsPerJob', 'walFpiPerJob', '0.00')).join(' | ')} | |`);
+  };
   for (const row of results) {
     if (row.scenario === 'latency') {
       for (const p of ['p50', 'p95', 'p99']) {
-        let ratio = '-';
-        const mine = row.systems.stampeded?.[p]?.median;
-        const peers = Object.entries(row.systems).filter(([k, e]) => k !== 'stampeded' && e[p]).map(([, e]) => e[p].median);
-        if (mine !== undefined && peers.length) ratio = `${(Math.min(...peers) / mine).toFixed(2)}x`;
-        lines.push(`| latency ${p} (ms) | ${SYSTEMS.map((s) => cell(row.systems[s], p, 'ms')).join(' | ')} | ${ratio} |`);
+        lines.push(`| latency ${p} (ms) | ${SYSTEMS.map((s) => cell(row.systems[s], p, 'ms')).join(' | ')} | ${lowerRatio(row, p)} |`);
       }
+      continue;
+    }
+    if (row.scenario === 'snapshot') {
+      lines.push(`| ${row.label}: throughput (jobs/s) | ${SYSTEMS.map((s) => cell(row.systems[s], 'throughput', 'jobs/s')).join(' | ')} | |`);
+      for (const p of ['p50', 'p99']) {
+        const P = p.toUpperCase();
+        lines.push(`| snapshot held: ${p} first 10 s / last 10 s (ms) | ${SYSTEMS.map((s) => pair(row.systems[s], `first${P}`, `last${P}`, 'ms')).join(' | ')} | ${lowerRatio(row, `last${P}`)} (last 10 s) |`);
+      }
+      for (const p of ['p50', 'p99']) {
+        lines.push(`| snapshot held: ${p} overall (ms) | ${SYSTEMS.map((s) => cell(row.systems[s], p, 'ms')).join(' | ')} | ${lowerRatio(row, p)} |`);
+      }
+      costRows(row);
       continue;
     }
     lines.push(`| ${row.label} (${row.unit}) | ${SYSTEMS.map((s) => cell(row.systems[s], 'value', row.unit)).join(' | ')} | ${row.ratio ? `${row.ratio.toFixed(2)}x vs ${row.fastestPeer}` : '-'} |`);
     if (row.label.includes('c50, 1p') && row.scenario === 'process') {
       lines.push(`| worker peak RSS at c50 (MB) | ${SYSTEMS.map((s) => cell(row.systems[s], 'rssPeakMb', 'MB')).join(' | ')} | |`);
     }
+    costRows(row);
   }
   return lines.join('\n');
 }
@@ -405,6 +745,7 @@ const report = {
   quick,
   runs: RUNS,
   jobs: { process: JOBS, bulk: JOBS, single: SINGLE_JOBS, latency: LATENCY_JOBS, bloatRows: BLOAT_ROWS },
+  snapshot: { seconds: SNAPSHOT_SECONDS, rate: SNAPSHOT_RATE },
   maxSeconds: MAX_SECONDS,
   machine,
   versions,

@@ -13,7 +13,11 @@ export const version = require('../../libs/stampeded/package.json').version;
 
 /** Stampeded's own defaults: nothing is tuned for the benchmark. */
 export function settings({ concurrency }) {
-  return { concurrency, prefetch: "default (auto: ~200 ms of work, concurrency..500)", claimBatchSize: "default (500)", completionBatchSize: "default (500)", poolSize: "default (10)" };
+  const s = { concurrency, prefetch: "default (auto: ~200 ms of work, concurrency..500)", claimBatchSize: "default (500)", completionBatchSize: "default (500)", poolSize: "default (10)" };
+  // An experiment's overrides are printed with the settings: numbers measured with them are not the defaults'.
+  if (Object.keys(override).length) s.workerOverride = override;
+  if (Object.keys(moduleOverride).length) s.moduleOverride = moduleOverride;
+  return s;
 }
 
 export async function install(url) {
@@ -72,11 +76,12 @@ export async function openProducer(url) {
   };
 }
 
-// While a run goes on, from the trigger-maintained counters, as a Stampeded
-// user reads them (QueueService.counts): a probe of the jobs table every 20 ms
-// walked the claim index's dead entries and cost the database a tenth of a
-// core during the runs. The run's end is still checked against the table
-// (completedSql): counters that ran ahead or behind fail the run.
+// Read only once the workers report every job handled (nothing is read
+// while the jobs are processed, for any system): from the trigger-maintained
+// counters, as a Stampeded user reads them (QueueService.counts), which the
+// completions update in their own transactions. The run's end is still
+// checked against the table (completedSql): counters that ran ahead or
+// behind fail the run.
 export const pendingSql = `SELECT coalesce(sum(n), 0)::int AS n FROM stampeded_queue_counts WHERE state IN ('available','retryable','claimed','executing')`;
 export const anyPendingSql = `SELECT coalesce(sum(n), 0) > 0 AS any FROM stampeded_queue_counts WHERE state IN ('available','retryable','claimed','executing')`;
 export const completedSql = `SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'completed'`;
