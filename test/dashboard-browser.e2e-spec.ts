@@ -45,7 +45,7 @@ describeInBrowser(`dashboard in a browser (${HAS_CHROMIUM ? CHROMIUM : `skipped:
     db = await testDatabase();
     @Module({
       imports: [
-        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, concurrency: 5 } }),
+        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, concurrency: 5, prefetch: 5 } }),
         StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'browser-test' }, refreshSeconds: 0 }),
       ],
       providers: [Crunch, Fragile],

@@ -22,10 +22,19 @@ export interface WorkerOptions {
   heartbeatIntervalMs?: number;
   /**
    * Jobs claimed ahead of free slots, so that a finished handler starts the
-   * next job without waiting for a round trip. Default `'auto'`: about 200 ms
-   * of work at the rate this worker is running jobs, at least `concurrency`
-   * and at most 1,000 -- so fast jobs are claimed in large batches and slow
-   * ones are not held claimed while they wait.
+   * next job without waiting for a round trip. Buffered jobs start in the
+   * claim's order (lower priority, then earlier scheduled_at).
+   *
+   * Default `'auto'`: about 200 ms of work at the rate this worker's slots
+   * free up, at least `concurrency` and at most 500; and nothing while they
+   * free up slower than one per slot per 200 ms (long jobs, or few), so that
+   * the job that starts when a slot frees is the best one due then. While it
+   * claims ahead, a better job enqueued after the buffer filled waits behind
+   * the buffered ones (about 200 ms of work).
+   *
+   * A number claims that many ahead at any speed: up to that many jobs may
+   * start before better ones enqueued after them, and their expiry clocks run
+   * from the claim while they wait.
    */
   prefetch?: number | 'auto';
   /** Most jobs one claim statement takes. Default 500. */

@@ -9,6 +9,7 @@ import { CLAIM_BATCH } from '../sql/jobs.sql.js';
 import { sql } from '../sql/statement.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { retryDelayMs } from './backoff.js';
+import { AutoPrefetch } from './auto-prefetch.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
@@ -20,7 +21,7 @@ export interface WorkerConfig {
   workerId: string;
   queues: string[];
   concurrency: number;
-  /** Jobs claimed ahead of free slots; `'auto'` sizes it from the measured rate. */
+  /** Jobs claimed ahead of free slots; `'auto'` sizes it from the measured rate (AutoPrefetch). */
   prefetch: number | 'auto';
   claimBatchSize: number;
   completionBatchSize: number;
@@ -62,19 +63,6 @@ interface RunningJob {
  */
 const DEADLINE_SWEEP_MS = 100;
 
-/**
- * With prefetch 'auto', the buffer holds about this much work at the measured
- * rate: enough that a claim round trip never leaves a slot idle, little enough
- * that jobs do not wait long claimed but not started.
- */
-const AUTO_PREFETCH_WINDOW_MS = 200;
-/**
- * The most jobs prefetch 'auto' claims ahead: one claim statement's worth.
- * At 1,000 a worker at concurrency 50 peaked at 168-171 MB (jobs held long
- * enough to outlive the young generation), at 500 at 146-149 MB, no slower
- * (bench/RESULTS.md).
- */
-const AUTO_PREFETCH_MAX = 500;
 /** Claim statements one worker runs at once. */
 const MAX_PARALLEL_CLAIMS = 2;
 
@@ -95,6 +83,7 @@ export class JobAbortedError extends Error {
  * `concurrency` at once, and records each outcome through the schema's
  * functions. Claiming ahead by `prefetch` jobs means a finished handler starts
  * the next job without a round trip; the buffer is given back on shutdown.
+ * Prefetch 'auto' claims ahead only while slots free up fast (AutoPrefetch).
  */
 export class Worker {
   private readonly logger = new Logger('Stampeded');
@@ -134,11 +123,7 @@ export class Worker {
   private retryTimer?: NodeJS.Timeout;
   private claimFailures = 0;
   private sweepTimer?: NodeJS.Timeout;
-  /** Jobs started, and when the rate was last measured, for prefetch 'auto'. */
-  private startedCount = 0;
-  private rateSince = 0;
-  private rateCount = 0;
-  private ratePerMs = 0;
+  private readonly autoPrefetch: AutoPrefetch;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -148,6 +133,7 @@ export class Worker {
     private readonly processRunner?: ProcessTaskRunner,
   ) {
     this.recorder = new OutcomeRecorder(db, config.workerId, config.completionBatchSize);
+    this.autoPrefetch = new AutoPrefetch(config.concurrency);
   }
 
   get workerId(): string {
@@ -189,17 +175,7 @@ export class Worker {
 
   /** Jobs to hold claimed ahead of free slots. */
   private prefetch(): number {
-    if (this.config.prefetch !== 'auto') return this.config.prefetch;
-    const now = performance.now();
-    if (now - this.rateSince >= 100) {
-      // A smoothed rate of job starts: the buffer follows the work as it speeds up or slows down.
-      const measured = (this.startedCount - this.rateCount) / Math.max(1, now - this.rateSince);
-      this.ratePerMs = this.rateSince === 0 ? measured : 0.5 * this.ratePerMs + 0.5 * measured;
-      this.rateSince = now;
-      this.rateCount = this.startedCount;
-    }
-    const wanted = Math.ceil(this.ratePerMs * AUTO_PREFETCH_WINDOW_MS);
-    return Math.max(this.config.concurrency, Math.min(AUTO_PREFETCH_MAX, wanted));
+    return this.config.prefetch === 'auto' ? this.autoPrefetch.size() : this.config.prefetch;
   }
 
   private queueRoom(queue: string): number {
@@ -292,8 +268,34 @@ export class Worker {
       await Promise.all(jobs.map((job) => this.giveBack(job)));
       return;
     }
-    for (const job of jobs) this.buffer.push(job);
+    this.addToBuffer(queue, jobs);
     this.startBuffered();
+  }
+
+  /**
+   * Adds one claim's jobs to the buffer, with that queue's buffered jobs in
+   * the claim index's order, so that they start in the order the claim
+   * promises. An UPDATE ... RETURNING hands its rows back in no promised
+   * order, and a later claim may bring a job that ranks before one claimed
+   * earlier: started as they came, a priority 5 job ran before a priority 0
+   * one. The queue's jobs are sorted into the places its jobs already held,
+   * so that the other queues keep their turns.
+   */
+  private addToBuffer(queue: string, jobs: Job[]): void {
+    const places: number[] = [];
+    const queued: Job[] = [];
+    for (let i = 0; i < this.buffer.length; i++) {
+      if (this.buffer[i].queue !== queue) continue;
+      places.push(i);
+      queued.push(this.buffer[i]);
+    }
+    for (const job of jobs) {
+      places.push(this.buffer.length);
+      queued.push(job);
+      this.buffer.push(job);
+    }
+    queued.sort(byClaimOrder);
+    for (let k = 0; k < places.length; k++) this.buffer[places[k]] = queued[k];
   }
 
   /** Round robin over the queues that may have work and have room (beyond `reserved` jobs being claimed). */
@@ -369,7 +371,6 @@ export class Worker {
       done: undefined as unknown as Promise<RunOutcome>,
     };
     this.running.set(job.id, entry);
-    this.startedCount++;
     if (!this.sweepTimer) {
       this.sweepTimer = setInterval(() => this.sweepDeadlines(), DEADLINE_SWEEP_MS);
       this.sweepTimer.unref?.();
@@ -542,6 +543,7 @@ export class Worker {
     if (entry.settled) return;
     entry.settled = true;
     this.running.delete(entry.job.id);
+    this.autoPrefetch.slotFreed();
     this.config.flow?.settled(entry.job);
     if (this.running.size === 0 && this.sweepTimer) {
       clearInterval(this.sweepTimer);
@@ -621,6 +623,11 @@ export class Worker {
       clearTimeout(timer);
     }
   }
+}
+
+/** The claim index's order, (priority, scheduled_at); the sort is stable, so ties keep the claim's order. */
+function byClaimOrder(a: Job, b: Job): number {
+  return a.priority - b.priority || a.scheduledAt.getTime() - b.scheduledAt.getTime();
 }
 
 export function describeError(err: unknown): string {
