@@ -208,17 +208,33 @@ async function openMeter(url) {
       await client.query('ANALYZE');
       await client.query('CHECKPOINT');
     },
-    /** Until no other client is connected to the database: a backend flushes its statistics before it leaves pg_stat_activity. */
+    /**
+     * Until no other client (and no autovacuum worker) is connected to the
+     * database: a backend flushes its statistics before it leaves
+     * pg_stat_activity. False when some are still there at the timeout.
+     */
     async quiet(timeoutMs = 15_000) {
       const deadline = now() + timeoutMs;
       for (;;) {
         const { n } = await one(
           `SELECT count(*)::int AS n FROM pg_stat_activity
-            WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+              AND backend_type IN ('client backend', 'autovacuum worker')`,
         );
         if (n === 0) return true;
         if (now() > deadline) return false;
         await sleep(20);
+      }
+    },
+    /** Records, full-page images and bytes between two LSNs, read from the WAL itself (pg_walinspect); { error } when it cannot be. */
+    async walBetween(from, to) {
+      try {
+        await client.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+        const r = await one(`SELECT coalesce(sum(count), 0)::text AS records, coalesce(sum(combined_size), 0)::text AS bytes FROM pg_get_wal_stats($1, $2)`, [from, to]);
+        const f = await one(`SELECT count(*)::text AS fpi FROM pg_get_wal_block_info($1, $2, false) WHERE block_fpi_length > 0`, [from, to]);
+        return { records: Number(r.records), fpi: Number(f.fpi), bytes: Number(r.bytes) };
+      } catch (err) {
+        return { error: String(err?.message ?? err) };
       }
     },
     lsn: async () => (await one('SELECT pg_current_wal_lsn()::text AS lsn')).lsn,
@@ -236,28 +252,50 @@ async function openMeter(url) {
  * WAL per job over a run: bytes from the LSN at the start and at the end,
  * records and full-page images from pg_stat_wal. Other backends' WAL
  * statistics reach pg_stat_wal when they exit (or at most once a second while
- * busy), so this waits for every worker connection to be gone, and a little
- * more for the server's own processes; it then checks pg_stat_wal's bytes
- * against the LSN difference over the same span (which also covers the
- * workers' shutdown: afterEndBytes).
+ * busy), so this waits for every worker connection and autovacuum worker to
+ * be gone, and a little more for the server's own processes. pg_stat_wal's
+ * span is therefore a little longer than the run (the workers' shutdown,
+ * an autovacuum of what the run left: afterEndBytes).
+ *
+ * The check: pg_stat_wal's bytes against the LSN difference over the same
+ * span (a little lower is right: the LSN also advances over WAL page headers
+ * and the padding that aligns each record), and its records and full-page
+ * images against the WAL itself read with pg_walinspect (which also gives
+ * them for the run's span exactly: `exact`).
  */
+const WALINSPECT_MAX_BYTES = 256 * 2 ** 20;
 async function walOver(meter, before, endLsn, jobs) {
-  const quiet = await meter.quiet();
+  const quiet = await meter.quiet(30_000);
   await sleep(1100);
   const after = await meter.walStats();
   const bytes = await meter.lsnDiff(endLsn, before.lsn);
   const lsnBytes = await meter.lsnDiff(after.lsn, before.lsn);
   const diff = (k) => Number(BigInt(after[k]) - BigInt(before[k]));
-  const statBytes = diff('bytes');
+  const stat = { bytes: diff('bytes'), records: diff('records'), fpi: diff('fpi') };
+  const inspected = now();
+  // Reading the WAL takes about a second for 70 MB; longer spans (a long snapshot run) are not read.
+  const run = lsnBytes > WALINSPECT_MAX_BYTES ? { error: `not read: ${Math.round(lsnBytes / 2 ** 20)} MB` } : await meter.walBetween(before.lsn, endLsn);
+  const tail = run.error ? run : await meter.walBetween(endLsn, after.lsn);
+  const walinspect = tail.error ? { error: tail.error } : { records: run.records + tail.records, fpi: run.fpi + tail.fpi, bytes: run.bytes + tail.bytes, ms: now() - inspected };
+  const ratio = (a, b) => (b ? a / b : null);
   return {
     bytesPerJob: bytes / jobs,
-    recordsPerJob: diff('records') / jobs,
-    fpiPerJob: diff('fpi') / jobs,
+    recordsPerJob: stat.records / jobs,
+    fpiPerJob: stat.fpi / jobs,
     bytes,
-    records: diff('records'),
-    fpi: diff('fpi'),
+    records: stat.records,
+    fpi: stat.fpi,
     afterEndBytes: lsnBytes - bytes,
-    check: { statBytes, lsnBytes, ratio: lsnBytes ? statBytes / lsnBytes : null, quiet },
+    exact: run.error ? null : { recordsPerJob: run.records / jobs, fpiPerJob: run.fpi / jobs, records: run.records, fpi: run.fpi },
+    check: {
+      quiet,
+      lsnBytes,
+      stat,
+      walinspect,
+      bytesVsLsn: ratio(stat.bytes, lsnBytes),
+      recordsVsWal: walinspect.error ? null : ratio(stat.records, walinspect.records),
+      fpiVsWal: walinspect.error ? null : ratio(stat.fpi, walinspect.fpi),
+    },
   };
 }
 
@@ -330,12 +368,15 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
       await meter.client.query('VACUUM ANALYZE');
     }
     await produce(system, db.url, { mode: 'preload', jobs, queues });
-    await meter.settle();
-    // The installer's and the producer's backends gone, their WAL counted before the start.
-    if (!(await meter.quiet())) throw new Error(`${system}: connections still open after the load`);
-    const checker = await openChecker(system, db.url, queues);
+    // The workers load their libraries first, so that the start follows the
+    // checkpoint closely (an autovacuum in between would take full-page
+    // images out of the run).
     for (let i = 0; i < processes; i++) workers.push(spawn(system, db.url, { mode: 'work', concurrency, queues, target: jobs }));
     await Promise.all(workers.map((w) => w.ready));
+    await meter.settle();
+    // The installer's and the producer's backends gone, their WAL counted before the start.
+    const quietBefore = await meter.quiet(10_000);
+    const checker = await openChecker(system, db.url, queues);
     const before = await meter.walStats();
     const dbCpuStart = postgresCpuMs();
     const started = now();
@@ -360,6 +401,7 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
       throw new Error(`${system}: ${completedRows} jobs completed in the table, expected ${jobs + bloat}`);
     }
     const wal = await walOver(meter, before, endLsn, done);
+    wal.check.quietBefore = quietBefore;
     const firstAt = Math.min(...reports.map((r) => r.firstAt ?? Infinity));
     const seconds = (ended - firstAt) / 1000;
     const rssPeak = Math.max(...reports.flatMap((r) => r.rss)) / 2 ** 20;
@@ -643,12 +685,16 @@ function describe(step, out) {
   if (out.wal) {
     const w = out.wal;
     s += `, WAL per job: ${int(w.bytesPerJob)} bytes, ${w.recordsPerJob.toFixed(1)} records, ${w.fpiPerJob.toFixed(2)} FPI`;
-    // pg_stat_wal's bytes against the LSN difference over the same span:
-    // statistics that did not reach pg_stat_wal would make the records and FPI wrong.
-    const r = w.check.ratio;
-    if (r === null || Math.abs(r - 1) > 0.05 || !w.check.quiet) {
-      s += ` (WARNING: pg_stat_wal bytes ${r === null ? '?' : `${(r * 100).toFixed(1)}%`} of the LSN difference${w.check.quiet ? '' : ', workers still connected'})`;
-    }
+    // Statistics that did not reach pg_stat_wal would make the records and FPI wrong.
+    const c = w.check;
+    const off = (r, tolerance) => r === null || r === undefined || Math.abs(r - 1) > tolerance;
+    const pct = (r) => (r === null || r === undefined ? '?' : `${(r * 100).toFixed(1)}%`);
+    const problems = [];
+    if (off(c.bytesVsLsn, 0.05)) problems.push(`bytes ${pct(c.bytesVsLsn)} of the LSN difference`);
+    if (!c.walinspect.error && off(c.recordsVsWal, 0.01)) problems.push(`records ${pct(c.recordsVsWal)} of the WAL's`);
+    if (!c.walinspect.error && off(c.fpiVsWal, 0.01)) problems.push(`full-page images ${pct(c.fpiVsWal)} of the WAL's`);
+    if (!c.quiet || c.quietBefore === false) problems.push('connections or autovacuum still there when pg_stat_wal was read');
+    if (problems.length) s += ` (WARNING: pg_stat_wal ${problems.join(', ')})`;
   }
   if (out.timedOut) s += ` (stopped after ${MAX_SECONDS} s with ${out.done} done)`;
   if (out.windows) {
