@@ -161,10 +161,15 @@ export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority
           source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at`;
 
 /**
- * The worker's claim (migration 8): the seed's claim, driven by the
- * candidates' ids through the primary key.
+ * The worker's claim (migrations 8 and 10): the seed's claim, driven by the
+ * candidates' ids through the primary key; $5, when given, the cursor in
+ * epoch milliseconds below which it reads nothing (see ClaimCursor).
  */
-export const CLAIM_BATCH = sql('stampeded_claim_batch', `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_batch($1, $2, $3, $4)`);
+export const CLAIM_BATCH = sql(
+  'stampeded_claim_batch',
+  `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_batch($1, $2, $3, $4,
+     CASE WHEN $5::float8 IS NULL THEN '-infinity'::timestamptz ELSE to_timestamp($5::float8 / 1000) END)`,
+);
 
 export const COMPLETE_MANY = sql(
   'stampeded_complete_many',

@@ -107,7 +107,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     // The claim and the completion prepared on the connections the first
     // jobs will take: a claim of nothing and a completion of nothing.
     await this.db.warm([
-      { statement: CLAIM_BATCH, values: [queues[0], this.registration.workerId, 0, null] },
+      { statement: CLAIM_BATCH, values: [queues[0], this.registration.workerId, 0, null, null] },
       { statement: COMPLETE_MANY, values: [this.registration.workerId, '{}', '{}', '{}'] },
     ]);
     this.worker.start();

@@ -10,6 +10,7 @@ import { sql } from '../sql/statement.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { retryDelayMs } from './backoff.js';
 import { AutoPrefetch } from './auto-prefetch.js';
+import { ClaimCursor } from './claim-cursor.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
@@ -112,6 +113,8 @@ export class Worker {
     onLost: (entry, reason) => this.abandon(entry, 'lost', reason),
   };
   private readonly emptyQueues = new Set<string>();
+  /** Where each queue's next claim starts (migration 10). */
+  private readonly cursors = new Map<string, ClaimCursor>();
   private readonly recorder: OutcomeRecorder;
   private nextQueue = 0;
   private fetching?: Promise<void>;
@@ -314,6 +317,12 @@ export class Worker {
     return undefined;
   }
 
+  private cursorOf(queue: string): ClaimCursor {
+    let cursor = this.cursors.get(queue);
+    if (!cursor) this.cursors.set(queue, (cursor = new ClaimCursor()));
+    return cursor;
+  }
+
   async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
     if (limit <= 0) return [];
     const workerId = this.config.workerId;
@@ -321,12 +330,16 @@ export class Worker {
     const sentAt = Date.now();
     // While tenants compete: a few jobs of each tenant with room here.
     const fair = this.config.flow?.tenantClaim();
+    // A claim on the database's clock may start from where the last ones
+    // ended (ClaimCursor); one on a test clock, or a fair one, reads it all.
+    const cursor = fair || now !== null ? undefined : this.cursorOf(queue);
+    const after = cursor?.next() ?? null;
     let rows;
     this.claimsInFlight++;
     try {
       rows = fair
         ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant])
-        : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now]);
+        : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now, after]);
     } catch (err) {
       if (isConnectionError(err)) this.unknownClaimsPossible = true;
       throw err;
@@ -334,6 +347,12 @@ export class Worker {
       this.claimsInFlight--;
     }
     const jobs = rows.map((row) => toClaimedJob(row, workerId));
+    if (cursor) {
+      let latestDue: number | null = null;
+      for (const job of jobs) if (latestDue === null || job.scheduledAt.getTime() > latestDue) latestDue = job.scheduledAt.getTime();
+      const at = performance.now();
+      cursor.record({ after, limit, taken: jobs.length, latestDue, tookMs: Date.now() - sentAt, at });
+    }
     for (const job of jobs) {
       this.claimedLocally.set(job, sentAt);
       const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
