@@ -237,6 +237,8 @@ async function openMeter(url) {
         return { error: String(err?.message ?? err) };
       }
     },
+    autovacuumRunning: async () =>
+      (await one(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'autovacuum worker'`)).n > 0,
     lsn: async () => (await one('SELECT pg_current_wal_lsn()::text AS lsn')).lsn,
     lsnDiff: async (to, from) => Number((await one('SELECT pg_wal_lsn_diff($1, $2)::float8 AS d', [to, from])).d),
     /** pg_stat_wal with the current LSN; this backend's own statistics flushed first. */
@@ -265,8 +267,13 @@ async function openMeter(url) {
  */
 const WALINSPECT_MAX_BYTES = 256 * 2 ** 20;
 async function walOver(meter, before, endLsn, jobs) {
-  const quiet = await meter.quiet(30_000);
+  let quiet = await meter.quiet(30_000);
   await sleep(1100);
+  // An autovacuum started meanwhile (of what the run left) is waited for as well.
+  if (await meter.autovacuumRunning()) {
+    quiet = await meter.quiet(30_000);
+    await sleep(1100);
+  }
   const after = await meter.walStats();
   const bytes = await meter.lsnDiff(endLsn, before.lsn);
   const lsnBytes = await meter.lsnDiff(after.lsn, before.lsn);
@@ -374,8 +381,13 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
     for (let i = 0; i < processes; i++) workers.push(spawn(system, db.url, { mode: 'work', concurrency, queues, target: jobs }));
     await Promise.all(workers.map((w) => w.ready));
     await meter.settle();
-    // The installer's and the producer's backends gone, their WAL counted before the start.
-    const quietBefore = await meter.quiet(10_000);
+    // The installer's and the producer's backends gone, their WAL counted
+    // before the start. An autovacuum of the loaded tables (the load passes
+    // its insert threshold) running now would take the first full-page images
+    // of the pages the run then writes: it is waited for, and checkpointed after.
+    const autovacuumAfterLoad = await meter.autovacuumRunning();
+    const quietBefore = await meter.quiet(60_000);
+    if (autovacuumAfterLoad) await meter.client.query('CHECKPOINT');
     const checker = await openChecker(system, db.url, queues);
     const before = await meter.walStats();
     const dbCpuStart = postgresCpuMs();
@@ -401,7 +413,7 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
       throw new Error(`${system}: ${completedRows} jobs completed in the table, expected ${jobs + bloat}`);
     }
     const wal = await walOver(meter, before, endLsn, done);
-    wal.check.quietBefore = quietBefore;
+    Object.assign(wal.check, { quietBefore, autovacuumAfterLoad });
     const firstAt = Math.min(...reports.map((r) => r.firstAt ?? Infinity));
     const seconds = (ended - firstAt) / 1000;
     const rssPeak = Math.max(...reports.flatMap((r) => r.rss)) / 2 ** 20;
