@@ -63,6 +63,7 @@ try {
   // The backend's own CPU time (Linux /proc, the server on this machine): less
   // disturbed by other load than the statements' wall time.
   const backendPid = (await q('SELECT pg_backend_pid() AS p')).rows[0].p;
+  if (process.env.STAMPEDED_SQL_COST_PID) console.log(`backend pid ${backendPid}`);
   const cpuMs = () => {
     try {
       const f = readFileSync(`/proc/${backendPid}/stat`, 'utf8');

@@ -213,6 +213,21 @@ describe('removal on completion', () => {
     }
   });
 
+  it('leaves a claimed job its dedup key, so that a twin is still refused while it runs', async () => {
+    // The claim sets dedup_scope to itself (migration 10, 4.): the generated key must come out the same.
+    await sql.query(`SELECT stampeded_create_queue('keys')`);
+    await sql.query(`INSERT INTO stampeded_jobs (queue, task, dedup_scope, dedup_period) VALUES ('keys', 'a', 's1', 'hour'), ('keys', 'b', NULL, NULL)`);
+    const keys = async () => (await sql.query(`SELECT task, encode(dedup_key, 'hex') AS key FROM stampeded_jobs WHERE queue = 'keys' ORDER BY task`)).rows;
+    const before = await keys();
+    expect(before[0].key).toMatch(/^[0-9a-f]{64}$/);
+    expect(before[1].key).toBeNull();
+    expect(await claim('keys', await worker(), 10)).toHaveLength(2);
+    expect(await keys()).toEqual(before);
+    await expect(sql.query(`INSERT INTO stampeded_jobs (queue, task, dedup_scope, dedup_period) VALUES ('keys', 'twin', 's1', 'hour')`)).rejects.toThrow(
+      /dedup/,
+    );
+  });
+
   describe('through the module', () => {
     let app: INestApplicationContext;
 
