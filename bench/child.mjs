@@ -138,7 +138,7 @@ async function enqueue() {
     for (const queue of queues) {
       for (let i = 0; i < per; i += 5000) {
         const n = Math.min(5000, per - i);
-        await producer.enqueueMany(Array.from({ length: n }, (_, k) => ({ i: i + k })), queue);
+        await producer.enqueueMany(Array.from({ length: n }, (_, k) => ({ i: i + k })), queue, { remove: options.remove });
       }
     }
   } else if (options.mode === 'latency') {

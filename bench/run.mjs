@@ -43,7 +43,7 @@ const option = (name, fallback) => {
 const quick = flag('quick');
 const RUNS = Number(option('runs', quick ? 1 : 3));
 const SYSTEMS = option('systems', 'stampeded,graphile-worker,pg-boss,bullmq').split(',');
-const SCENARIOS = option('scenarios', 'enqueue,process,latency,snapshot,queues,bloat,unlogged').split(',');
+const SCENARIOS = option('scenarios', 'enqueue,process,removed,latency,snapshot,queues,bloat,unlogged').split(',');
 /** Only the scenarios whose label contains this text, e.g. --only "c50, 4p". */
 const ONLY = option('only', '');
 const JOBS = Number(option('jobs', quick ? 10_000 : 50_000));
@@ -365,7 +365,7 @@ async function enqueueRun(system, mode, jobs) {
   }
 }
 
-async function processRun(system, { jobs, concurrency, processes, queues = ['bench'], bloat = 0, unlogged = false }) {
+async function processRun(system, { jobs, concurrency, processes, queues = ['bench'], bloat = 0, unlogged = false, remove = false }) {
   const db = await freshDatabase(system, queues, { unlogged });
   const meter = await openMeter(db.url);
   const workers = [];
@@ -374,7 +374,7 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
       await systems[system].insertFinished(meter.client, bloat);
       await meter.client.query('VACUUM ANALYZE');
     }
-    await produce(system, db.url, { mode: 'preload', jobs, queues });
+    await produce(system, db.url, { mode: 'preload', jobs, queues, remove });
     // The workers load their libraries first, so that the start follows the
     // checkpoint closely (an autovacuum in between would take full-page
     // images out of the run).
@@ -409,8 +409,9 @@ async function processRun(system, { jobs, concurrency, processes, queues = ['ben
     const done = jobs - left;
     const handled = reports.reduce((n, r) => n + r.handled, 0);
     if (handled < done) throw new Error(`${system}: ${done} jobs finished but handlers ran only ${handled}`);
-    if (!timedOut && completedRows !== null && completedRows !== jobs + bloat) {
-      throw new Error(`${system}: ${completedRows} jobs completed in the table, expected ${jobs + bloat}`);
+    const expectedRows = remove ? bloat : jobs + bloat;
+    if (!timedOut && completedRows !== null && completedRows !== expectedRows) {
+      throw new Error(`${system}: ${completedRows} jobs completed in the table, expected ${expectedRows}`);
     }
     const wal = await walOver(meter, before, endLsn, done);
     Object.assign(wal.check, { quietBefore, autovacuumAfterLoad });
@@ -568,6 +569,15 @@ if (SCENARIOS.includes('process')) {
       add('process', `process ${JOBS}, c${concurrency}, ${processes}p`, 'jobs/s', 'higher', (s) =>
         processRun(s, { jobs: JOBS, concurrency, processes }), { concurrency, processes });
     }
+  }
+}
+if (SCENARIOS.includes('removed')) {
+  // Completed jobs deleted instead of kept: Stampeded's removeOnComplete
+  // beside graphile-worker, which always deletes a completed job.
+  for (const concurrency of [10, 50]) {
+    add('removed', `process ${JOBS}, c${concurrency}, 1p, completed jobs removed`, 'jobs/s', 'higher', (s) =>
+      systems[s].removesCompleted ? processRun(s, { jobs: JOBS, concurrency, processes: 1, remove: true }) : null,
+      { concurrency, processes: 1 });
   }
 }
 if (SCENARIOS.includes('latency')) {

@@ -68,3 +68,5 @@ export const anyPendingSql = `SELECT EXISTS (SELECT 1 FROM graphile_worker._priv
 export const completedSql = null;
 /** graphile-worker deletes a job when it completes: there are no finished rows to bloat with. */
 export const insertFinished = null;
+/** The "removed" scenario: what graphile-worker always does with a completed job. */
+export const removesCompleted = true;

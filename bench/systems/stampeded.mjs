@@ -27,6 +27,9 @@ export async function install(url) {
 /** The UNLOGGED scenario: a queue partition that a crash empties. */
 export const supportsUnlogged = true;
 
+/** The "removed" scenario: jobs enqueued with removeOnComplete. */
+export const removesCompleted = true;
+
 export async function createQueues(url, queues, { unlogged = false } = {}) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -71,7 +74,8 @@ export async function openProducer(url) {
   const queue = app.get(QueueService);
   return {
     enqueueOne: (data, q) => queue.enqueue('noop', data, q ? { queue: q } : undefined),
-    enqueueMany: (datas, q) => queue.enqueueMany(datas.map((args) => ({ task: 'noop', args, options: q ? { queue: q } : undefined }))),
+    enqueueMany: (datas, q, { remove = false } = {}) =>
+      queue.enqueueMany(datas.map((args) => ({ task: 'noop', args, options: { ...(q ? { queue: q } : {}), ...(remove ? { removeOnComplete: true } : {}) } }))),
     close: () => app.close(),
   };
 }
