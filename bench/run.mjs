@@ -719,7 +719,10 @@ function describe(step, out) {
     if (!c.quiet || c.quietBefore === false) problems.push('connections or autovacuum still there when pg_stat_wal was read');
     if (problems.length) s += ` (WARNING: pg_stat_wal ${problems.join(', ')})`;
   }
-  if (out.timedOut) s += ` (stopped after ${MAX_SECONDS} s with ${out.done} done)`;
+  if (out.timedOut) {
+    const when = step.scenario === 'snapshot' ? `${MAX_SECONDS} s after the producer stopped` : `after ${MAX_SECONDS} s`;
+    s += ` (stopped ${when} with ${out.done} done)`;
+  }
   if (out.windows) {
     s += `\n    ${out.windows.map((w) => `${w.from}-${w.to}s${w.drain ? ' (drain)' : ''} p50 ${w.p50.toFixed(1)} p99 ${w.p99.toFixed(1)}`).join(' | ')}`;
   }
