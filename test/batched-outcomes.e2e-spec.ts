@@ -1,8 +1,8 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { migrate, QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
-import type { TestDatabase } from '@stampeded/testing';
-import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+import { QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { jobSql } from './support/job-sql.js';
+import { bootApp, migratedDatabase, sqlClient, waitFor } from './support/test-app.js';
 
 // Batched claims and completions are where the throughput comes from
 // (bench/RESULTS.md); these are the guarantees they must keep.
@@ -17,40 +17,18 @@ class Counted implements TaskHandler<{ n: number }> {
 }
 
 describe('batched outcomes', () => {
-  let db: TestDatabase;
+  const database = migratedDatabase();
+  // The worker's claim (migration 8); the seed's stampeded_claim is compared with it below.
+  const { worker, claim, completeMany } = jobSql(() => database.sql);
   let sql: pg.Client;
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    await migrate(db.url);
-    sql = await sqlClient(db.url);
+  let db: { url: string };
+  beforeAll(() => {
+    ({ sql, db } = database);
   });
 
-  afterAll(async () => {
-    await sql?.end();
-    await db?.drop();
-  });
-
-  const worker = async () => (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id as string;
   const insert = async (queue: string, n: number) =>
     (
       await sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2) RETURNING id::text`, [queue, n])
-    ).rows.map((r) => r.id as string);
-  // The worker's claim (migration 8); the seed's stampeded_claim is compared with it below.
-  const claim = async (queue: string, workerId: string, limit: number) =>
-    (await sql.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch($1, $2, $3)`, [queue, workerId, limit])).rows as {
-      id: string;
-      queue: string;
-      attempt: number;
-    }[];
-  const completeMany = async (workerId: string, jobs: { id: string; queue: string; attempt: number }[]) =>
-    (
-      await sql.query(`SELECT id::text FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`, [
-        workerId,
-        jobs.map((j) => j.queue),
-        jobs.map((j) => j.id),
-        jobs.map((j) => j.attempt),
-      ])
     ).rows.map((r) => r.id as string);
   const rowOf = async (id: string) => (await sql.query(`SELECT state, claimed_by::text, attempt FROM stampeded_jobs WHERE id = $1`, [id])).rows[0];
 

@@ -1,8 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { QueueService, Task, migrate, type EnqueueOptions, type JobContext, type TaskHandler } from '@stampeded/nestjs';
-import type { TestDatabase } from '@stampeded/testing';
-import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+import { QueueService, Task, type EnqueueOptions, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { bootApp, migratedDatabase, waitFor } from './support/test-app.js';
 
 /** Labels of the jobs in the order their handlers started. */
 const started: string[] = [];
@@ -33,21 +32,15 @@ const FOUR: [string, EnqueueOptions][] = [
 ];
 
 describe('claim order across the local buffer', () => {
-  let db: TestDatabase;
+  const database = migratedDatabase();
+  let db: { url: string };
   let sql: pg.Client;
   let app: INestApplicationContext | undefined;
 
   const executing = async () => (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'executing'`)).rows[0].n;
 
-  beforeAll(async () => {
-    db = await testDatabase();
-    await migrate(db.url);
-    sql = await sqlClient(db.url);
-  });
-
-  afterAll(async () => {
-    await sql?.end();
-    await db?.drop();
+  beforeAll(() => {
+    ({ db, sql } = database);
   });
 
   beforeEach(async () => {

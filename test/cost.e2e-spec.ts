@@ -1,8 +1,8 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { migrate, QueueService, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
-import type { TestDatabase } from '@stampeded/testing';
-import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+import { QueueService, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { jobSql } from './support/job-sql.js';
+import { bootApp, migratedDatabase, sqlClient, waitFor } from './support/test-app.js';
 
 // Migration 10: jobs removed on completion, and a claim without the expiry
 // index. What they must keep: the fence per job of a batch, exact counters,
@@ -26,42 +26,19 @@ class Kept implements TaskHandler<Record<string, never>> {
 }
 
 describe('removal on completion', () => {
-  let db: TestDatabase;
+  const database = migratedDatabase();
+  const { worker, claim, completeMany } = jobSql(() => database.sql);
   let sql: pg.Client;
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    await migrate(db.url);
-    sql = await sqlClient(db.url);
+  beforeAll(() => {
+    sql = database.sql;
   });
 
-  afterAll(async () => {
-    await sql?.end();
-    await db?.drop();
-  });
-
-  const worker = async () => (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id as string;
   const insert = async (queue: string, n: number, remove: boolean) =>
     (
       await sql.query(`INSERT INTO stampeded_jobs (queue, task, remove_on_complete) SELECT $1, 'x', $3 FROM generate_series(1, $2) RETURNING id::text`, [
         queue,
         n,
         remove,
-      ])
-    ).rows.map((r) => r.id as string);
-  const claim = async (queue: string, workerId: string, limit: number) =>
-    (await sql.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch($1, $2, $3)`, [queue, workerId, limit])).rows as {
-      id: string;
-      queue: string;
-      attempt: number;
-    }[];
-  const completeMany = async (client: pg.Client, workerId: string, jobs: { id: string; queue: string; attempt: number }[]) =>
-    (
-      await client.query(`SELECT id::text FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`, [
-        workerId,
-        jobs.map((j) => j.queue),
-        jobs.map((j) => j.id),
-        jobs.map((j) => j.attempt),
       ])
     ).rows.map((r) => r.id as string);
   const rowOf = async (id: string) =>
@@ -92,7 +69,7 @@ describe('removal on completion', () => {
     ]);
     expect((await claim('mixed', b, 2)).map((j) => j.id).sort()).toEqual([removeReclaimed.id, keepReclaimed.id].sort());
 
-    const done = await completeMany(sql, a, [
+    const done = await completeMany(a, [
       removeMe,
       { ...removeStale, attempt: removeStale.attempt - 1 },
       removeReclaimed,
@@ -120,7 +97,7 @@ describe('removal on completion', () => {
     await sql.query(`SELECT stampeded_create_queue('removing')`);
     await insert('removing', 1500, true);
     await insert('removing', 1500, false);
-    const clients = await Promise.all([1, 2, 3, 4].map(() => sqlClient(db.url)));
+    const clients = await Promise.all([1, 2, 3, 4].map(() => sqlClient(database.db.url)));
     try {
       await Promise.all(
         clients.map(async (client, n) => {
@@ -128,7 +105,7 @@ describe('removal on completion', () => {
           for (;;) {
             const jobs = (await client.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch('removing', $1, $2)`, [id, 29 + n * 7])).rows;
             if (!jobs.length) return;
-            expect(await completeMany(client, id, jobs)).toHaveLength(jobs.length);
+            expect(await completeMany(id, jobs, client)).toHaveLength(jobs.length);
           }
         }),
       );
@@ -166,7 +143,7 @@ describe('removal on completion', () => {
 
   it('claims from a cursor without walking what a held snapshot keeps alive, in priority order', async () => {
     await sql.query(`SELECT stampeded_create_queue('held')`);
-    const holder = await sqlClient(db.url);
+    const holder = await sqlClient(database.db.url);
     try {
       // A snapshot held open: the dead entries every claim leaves at the head of the claim index stay.
       await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
@@ -176,7 +153,7 @@ describe('removal on completion', () => {
       for (;;) {
         const jobs = await claim('held', a, 500);
         if (!jobs.length) break;
-        await completeMany(sql, a, jobs);
+        await completeMany(a, jobs);
       }
       const [{ cursor }] = (await sql.query(`SELECT (extract(epoch FROM now()) * 1000 - 1000)::float8 AS cursor`)).rows;
       // New work at two priorities, and one job due before the cursor (a past runAt).
@@ -236,7 +213,7 @@ describe('removal on completion', () => {
     });
 
     it('deletes a completed job of a task that asks for it, keeps failures and other jobs, and honours dedup', async () => {
-      app = await bootApp(db.url, {
+      app = await bootApp(database.db.url, {
         providers: [Tidy, Kept],
         stampeded: { migrations: 'none', worker: { concurrency: 5 }, defaultJobOptions: { maxAttempts: 1 } },
       });
@@ -269,13 +246,13 @@ describe('removal on completion', () => {
 
       // Dedup: a pending job holds its scope; once removed, the scope is free again, as after a kept completion.
       await app.close();
-      app = await bootApp(db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { enabled: false } } });
+      app = await bootApp(database.db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { enabled: false } } });
       const producer = app.get(QueueService);
       const first = await producer.enqueue(Tidy, {}, { dedup: { scope: 'once' } });
       const twin = await producer.enqueue(Tidy, {}, { dedup: { scope: 'once' } });
       expect(twin).toEqual({ id: first.id, deduplicated: true });
       await app.close();
-      app = await bootApp(db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { concurrency: 2 } } });
+      app = await bootApp(database.db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { concurrency: 2 } } });
       await waitFor(() => ran.includes(first.id), 'the deduplicated job to run');
       const worker2 = app.get(QueueService);
       await waitFor(async () => (await worker2.getJob(first.id)) === null, 'the deduplicated job to be removed');

@@ -2,7 +2,7 @@ import { Module, type DynamicModule, type INestApplicationContext, type Provider
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import pg from 'pg';
-import { StampededModule, type RegisterQueueOptions, type StampededModuleOptions } from '@stampeded/nestjs';
+import { migrate, StampededModule, type RegisterQueueOptions, type StampededModuleOptions } from '@stampeded/nestjs';
 import { createTestDatabase, type TestDatabase } from '@stampeded/testing';
 
 /** A database of this test file's own, on the run's one server. */
@@ -61,4 +61,23 @@ export async function waitFor<T>(check: () => Promise<T> | T, what: string, time
     await new Promise((r) => setTimeout(r, everyMs));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last seen: ${JSON.stringify(last)})`);
+}
+
+/**
+ * A database of this test file's own, migrated, and a client on it: set up
+ * before the file's tests and dropped after them. Read `db` and `sql` inside
+ * the tests, once beforeAll has run.
+ */
+export function migratedDatabase(): { readonly db: TestDatabase; readonly sql: pg.Client } {
+  const handle = {} as { db: TestDatabase; sql: pg.Client };
+  beforeAll(async () => {
+    handle.db = await testDatabase();
+    await migrate(handle.db.url);
+    handle.sql = await sqlClient(handle.db.url);
+  });
+  afterAll(async () => {
+    await handle.sql?.end();
+    await handle.db?.drop();
+  });
+  return handle;
 }
