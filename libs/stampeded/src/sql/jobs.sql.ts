@@ -141,8 +141,6 @@ export const ENQUEUE_ONE_KEYS = [
   'remove_on_complete',
 ] as const;
 
-export const CLAIM = sql('stampeded_claim', `SELECT * FROM stampeded_claim($1, $2, $3, $4)`);
-
 /**
  * What a worker reads of a job it claimed (see toClaimedJob): not the columns
  * whose value the claim itself decides (state, claimed_by, claimed_at =
