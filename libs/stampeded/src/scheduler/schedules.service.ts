@@ -13,11 +13,11 @@ import {
   LIST_OCCURRENCES,
   LIST_SCHEDULES,
   REMOVE_SCHEDULE,
+  SERVER_KNOWS_ZONE,
   SET_SCHEDULE_PAUSED,
   TRIGGER_SCHEDULE,
   UPSERT_SCHEDULE,
 } from '../sql/schedules.sql.js';
-import { sql } from '../sql/statement.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { StampededClock } from '../interfaces/clock.interface.js';
 import type { Schedule, ScheduleDefinition, ScheduleFiring } from '../interfaces/schedule.interface.js';
@@ -25,12 +25,6 @@ import { firstRunAt, validateSchedule } from './schedule-rule.js';
 import { resolveSchedulesConfig, type SchedulesConfig } from './schedules.config.js';
 import { ScheduleFirer } from './schedule-firer.js';
 import { toSchedule } from './schedule.mapper.js';
-
-/** The server must know the zone too: the wall_clock occurrence token is computed with AT TIME ZONE. */
-const SERVER_KNOWS_ZONE = sql(
-  'schedules_server_knows_zone',
-  `SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1) AS known, now() AS server_now`,
-);
 
 export interface ScheduleOccurrence {
   token: string;

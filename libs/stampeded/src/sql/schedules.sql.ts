@@ -97,3 +97,9 @@ export const LIST_OCCURRENCES = sql(
   `SELECT occurrence_token, job_id::text AS job_id, enqueued_at
      FROM stampeded_cron_occurrences WHERE cron_key = $1 ORDER BY id DESC LIMIT $2`,
 );
+
+/** The server must know the zone too: the wall_clock occurrence token is computed with AT TIME ZONE. */
+export const SERVER_KNOWS_ZONE = sql(
+  'schedules_server_knows_zone',
+  `SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1) AS known, now() AS server_now`,
+);

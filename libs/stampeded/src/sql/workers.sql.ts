@@ -19,3 +19,17 @@ export const REREGISTER_WORKER = sql(
 );
 
 export const DEREGISTER_WORKER = sql('stampeded_deregister_worker', `DELETE FROM stampeded_workers WHERE id = $1`);
+
+/** How many jobs a worker holds (claimed or executing). */
+export const OWNED_JOBS = sql(
+  'stampeded_owned_jobs',
+  `SELECT count(*)::int AS n FROM stampeded_jobs WHERE claimed_by = $1 AND state IN ('claimed', 'executing')`,
+);
+
+/** Jobs this worker owns in the database, claimed after `$2` (see Worker.releaseUnknownClaims). */
+export const UNKNOWN_CLAIMS = sql(
+  'stampeded_unknown_claims',
+  `SELECT id::text AS id, queue, attempt FROM stampeded_jobs
+    WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
+      AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
+);

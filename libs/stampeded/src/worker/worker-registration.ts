@@ -1,13 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { hostname } from 'node:os';
 import type { StampededDatabase } from '../database/stampeded-database.js';
-import { DEREGISTER_WORKER, HEARTBEAT, REGISTER_WORKER, REREGISTER_WORKER } from '../sql/workers.sql.js';
-import { sql } from '../sql/statement.js';
-
-const OWNED_JOBS = sql(
-  'stampeded_owned_jobs',
-  `SELECT count(*)::int AS n FROM stampeded_jobs WHERE claimed_by = $1 AND state IN ('claimed', 'executing')`,
-);
+import { DEREGISTER_WORKER, HEARTBEAT, OWNED_JOBS, REGISTER_WORKER, REREGISTER_WORKER } from '../sql/workers.sql.js';
 
 /** The worker's row in stampeded_workers: registered at start, heartbeated, removed at a clean stop. */
 export class WorkerRegistration {

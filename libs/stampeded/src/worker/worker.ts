@@ -6,7 +6,7 @@ import type { JobEvent, JobEventType } from '../interfaces/job-event.interface.j
 import type { Job } from '../interfaces/job.interface.js';
 import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
 import { CLAIM_BATCH } from '../sql/jobs.sql.js';
-import { sql } from '../sql/statement.js';
+import { UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { retryDelayMs } from './backoff.js';
 import { AutoPrefetch } from './auto-prefetch.js';
@@ -66,14 +66,6 @@ const DEADLINE_SWEEP_MS = 100;
 
 /** Claim statements one worker runs at once. */
 const MAX_PARALLEL_CLAIMS = 2;
-
-/** Jobs this worker owns in the database, claimed after `$2` (see releaseUnknownClaims). */
-const UNKNOWN_CLAIMS = sql(
-  'stampeded_unknown_claims',
-  `SELECT id::text AS id, queue, attempt FROM stampeded_jobs
-    WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
-      AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
-);
 
 export class JobAbortedError extends Error {
   override name = 'JobAbortedError';
