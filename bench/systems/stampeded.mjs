@@ -36,6 +36,11 @@ export async function createQueues(url, queues, { unlogged = false } = {}) {
   try {
     // One partition per queue, as registerQueue() provisions it.
     for (const q of queues) await client.query('SELECT stampeded_create_queue($1, $2)', [q, unlogged]);
+    // For experiments only: STAMPEDED_BENCH_FILLFACTOR=50 gives the queues' partitions that fillfactor.
+    const fillfactor = Number(process.env.STAMPEDED_BENCH_FILLFACTOR ?? 0);
+    if (fillfactor) {
+      for (const q of queues) await client.query(`ALTER TABLE stampeded_jobs_${q.replace(/[^a-zA-Z0-9_]/g, '_')} SET (fillfactor = ${fillfactor})`);
+    }
     // The schema's note: an unlogged queue is only fast with unlogged counters
     // (a derived cache, rebuilt by stampeded_recount_queue), a global choice.
     if (unlogged) await client.query('ALTER TABLE stampeded_queue_counts SET UNLOGGED');
