@@ -13,9 +13,12 @@
 -- A job's two updates cannot be HOT: the state column is in the claim index's
 -- predicate, so each one adds an entry to the primary key and to every
 -- partial index the new version satisfies. This migration removes one of
--- those entries from every claim, and lets a job that nobody needs to read
+-- those entries from every claim (1.), lets a job that nobody needs to read
 -- after it succeeded leave the table instead of being rewritten a second
--- time.
+-- time (2.), lets a claim start past what a held snapshot keeps alive (3.),
+-- and takes two costs out of every claim that had nothing to do with its
+-- work: a generated expression read back per row (4.) and a plan made per
+-- call (5.).
 
 -- 1. No expiry index.
 --
