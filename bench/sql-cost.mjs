@@ -11,7 +11,9 @@
 //   node bench/sql-cost.mjs --jobs 20000 --batch 200 --remove
 //
 // --remove enqueues the jobs with removeOnComplete (deleted when they
-// complete). PostgreSQL: DATABASE_URL when set (it needs pg_stat_statements
+// complete); --plans prints the plans; --setup "SQL" runs SQL before the load
+// (an experiment); STAMPEDED_SQL_COST_PID=1 prints the backend's pid, to
+// attach a profiler to it. PostgreSQL: DATABASE_URL when set (it needs pg_stat_statements
 // in shared_preload_libraries), otherwise one started for the run.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -43,8 +45,6 @@ try {
   await q(`SELECT stampeded_create_queue('bench')`);
   // Experiments: --setup "ALTER TABLE stampeded_jobs_bench SET (fillfactor = 50)" runs SQL before the load.
   if (option('setup')) await q(option('setup'));
-  const hasRemove = (await q(`SELECT 1 FROM pg_attribute WHERE attrelid = 'stampeded_jobs'::regclass AND attname = 'remove_on_complete'`)).rowCount > 0;
-  if (REMOVE && !hasRemove) throw new Error('--remove: this schema has no remove_on_complete column');
   if (FINISHED) {
     await q(`INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, args)
              SELECT 'bench', 'noop', 'completed', 1, now() - interval '10 minutes', jsonb_build_object('i', g)
@@ -52,9 +52,8 @@ try {
   }
   for (let i = 0; i < JOBS; i += 5000) {
     const n = Math.min(5000, JOBS - i);
-    await q(`INSERT INTO stampeded_jobs (queue, task, args${hasRemove ? ', remove_on_complete' : ''})
-             SELECT 'bench', 'noop', jsonb_build_object('i', g)${hasRemove ? ', $2' : ''} FROM generate_series(1, $1) g`,
-      hasRemove ? [n, REMOVE] : [n]);
+    await q(`INSERT INTO stampeded_jobs (queue, task, args, remove_on_complete)
+             SELECT 'bench', 'noop', jsonb_build_object('i', g), $2 FROM generate_series(1, $1) g`, [n, REMOVE]);
   }
   await q('VACUUM ANALYZE');
   await q('CHECKPOINT');
@@ -79,33 +78,37 @@ try {
   let claimMs = 0;
   let completeMs = 0;
   let done = 0;
-  let explained = null;
+  let plans = null;
+  const explain = async (on) => {
+    if (on) {
+      await q(`LOAD 'auto_explain'`);
+      await q(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on;
+               SET auto_explain.log_wal = on; SET auto_explain.log_nested_statements = on; SET auto_explain.log_timing = off;
+               SET auto_explain.log_format = text; SET auto_explain.log_parameter_max_length = 0; SET auto_explain.log_level = notice`);
+      plans = [];
+      client.on('notice', (n) => plans.push(n.message));
+    } else {
+      await q('SET auto_explain.log_min_duration = -1');
+      client.removeAllListeners('notice');
+    }
+  };
   for (;;) {
+    // One batch half-way through is explained, its claim and its completion.
+    const midway = plans === null && done >= JOBS / 2;
+    if (midway) await explain(true);
     let t = performance.now();
     const claimed = await q('SELECT id, queue, attempt FROM stampeded_claim_batch($1, $2, $3)', ['bench', worker, BATCH]);
     claimMs += performance.now() - t;
     if (!claimed.rowCount) break;
-    const ids = claimed.rows.map((r) => r.id);
-    const attempts = claimed.rows.map((r) => r.attempt);
-    const queues = claimed.rows.map((r) => r.queue);
-    const midway = explained === null && done >= JOBS / 2;
-    if (midway) {
-      await q(`LOAD 'auto_explain'`);
-      await q(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on;
-               SET auto_explain.log_wal = on; SET auto_explain.log_nested_statements = on; SET auto_explain.log_timing = off;
-               SET auto_explain.log_format = text; SET auto_explain.log_parameter_max_length = 0; SET client_min_messages = log; SET auto_explain.log_level = notice`);
-      explained = [];
-      client.on('notice', (n) => explained?.push(n.message));
-    }
     t = performance.now();
-    const completed = await q('SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])', [worker, queues, ids, attempts]);
+    const completed = await q('SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])', [
+      worker,
+      claimed.rows.map((r) => r.queue),
+      claimed.rows.map((r) => r.id),
+      claimed.rows.map((r) => r.attempt),
+    ]);
     completeMs += performance.now() - t;
-    if (midway) {
-      await q('SET auto_explain.log_min_duration = -1');
-      const plans = explained;
-      explained = plans;
-      client.removeAllListeners('notice');
-    }
+    if (midway) await explain(false);
     if (completed.rowCount !== claimed.rowCount) throw new Error(`completed ${completed.rowCount} of ${claimed.rowCount}`);
     done += completed.rowCount;
   }
@@ -142,7 +145,7 @@ try {
   }
   console.log('  WAL by record type, per job:  count   bytes   FPI bytes');
   for (const k of walKinds) console.log(`    ${k.kind.padEnd(26)} ${per(Number(k.count)).padStart(6)} ${per(Number(k.record_size)).padStart(7)} ${per(Number(k.fpi_size)).padStart(9)}`);
-  if (args.includes('--plans') && explained) for (const p of explained) console.log(`\n${p}`);
+  if (args.includes('--plans') && plans) for (const p of plans) console.log(`\n${p}`);
 } finally {
   await client.end();
   await db.drop();
