@@ -1,6 +1,6 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { QueueService, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { QueueService, SchedulesService, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { jobSql } from './support/job-sql.js';
 import { bootApp, migratedDatabase, sqlClient, waitFor } from './support/test-app.js';
 
@@ -260,6 +260,22 @@ describe('removal on completion', () => {
       expect(next.deduplicated).toBe(false);
       await waitFor(async () => ran.includes(next.id) && (await worker2.getJob(next.id)) === null, 'the next one to run and be removed');
       await exactCounts('tidy');
+    });
+
+    it("gives a scheduled job its task's removeOnComplete, and a redriven dead letter its source's", async () => {
+      await app.close();
+      app = await bootApp(database.db.url, { providers: [Tidy, Kept], stampeded: { migrations: 'none', worker: { enabled: false } } });
+      const flagOf = async (id: string) => (await sql.query(`SELECT remove_on_complete FROM stampeded_jobs WHERE id = $1`, [id])).rows[0]?.remove_on_complete;
+      const schedules = app.get(SchedulesService);
+      await schedules.upsert({ key: 'tidy-hourly', task: 'tidy', every: '1h' });
+      await schedules.upsert({ key: 'kept-hourly', task: 'kept', every: '1h' });
+      expect(await flagOf((await schedules.trigger('tidy-hourly')).jobId)).toBe(true);
+      expect(await flagOf((await schedules.trigger('kept-hourly')).jobId)).toBe(false);
+      // The dead letter of the failed removable job (the test above) goes back to its queue with the option.
+      const before = new Set((await sql.query(`SELECT id::text FROM stampeded_jobs WHERE queue = 'tidy'`)).rows.map((r) => r.id));
+      expect((await app.get(QueueService).redrive('tidy-dead')).moved).toBe(1);
+      const redriven = (await sql.query(`SELECT id::text, remove_on_complete FROM stampeded_jobs WHERE queue = 'tidy'`)).rows.filter((r) => !before.has(r.id));
+      expect(redriven).toEqual([expect.objectContaining({ remove_on_complete: true })]);
     });
 
     it('refuses a removeOnComplete that is not a boolean before anything is written', async () => {
