@@ -201,7 +201,7 @@ describe('security: no SQL built from user input', () => {
 
 describe('security: least privilege', () => {
   // A migration role that owns the schema, and a runtime role with only the
-  // grants below: the same statements as the README (Reliability and security).
+  // grants below: the same statements as docs/security.md (least privilege).
   let db: TestDatabase;
   let admin: pg.Client;
   const suffix = randomBytes(4).toString('hex');

@@ -2,7 +2,7 @@ import type { Duration } from './maintenance.interface.js';
 
 /** A queue's policy: in registerQueue({ policy }) or FlowService.setPolicy(). */
 export interface QueuePolicy {
-  /** Claimed plus executing across the fleet. Soft: the README (Flow control) has the measured overshoot. */
+  /** Claimed plus executing across the fleet. Soft: docs/flow-control.md has the measured overshoot. */
   maxRunning?: number | null;
   /** How long the next job in claim order may wait before the queue is rushed. */
   maxWaitSecs?: number | null;

@@ -70,7 +70,7 @@ export interface StampededModuleOptions {
   schedules?: SchedulesOptions;
   /** Where the scheduler reads the time. Default: the database's clock. Tests pass a TestClock. */
   clock?: StampededClock;
-  /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See the README, Flow control. */
+  /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See docs/flow-control.md. */
   flow?: FlowOptions;
   /**
    * OpenTelemetry spans for enqueues and executions. Default: on when
@@ -93,7 +93,7 @@ export interface StampededOptionsFactory {
 
 export interface RegisterQueueOptions {
   name: string;
-  /** An UNLOGGED partition: fast, and emptied by a crash. See the README before using it. */
+  /** An UNLOGGED partition: fast, and emptied by a crash. See docs/performance.md (UNLOGGED queues) before using it. */
   unlogged?: boolean;
   /** Handlers of this queue running at once in this process. Default: the worker's concurrency. */
   concurrency?: number;

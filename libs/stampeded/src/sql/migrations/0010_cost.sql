@@ -41,7 +41,7 @@ DROP INDEX stampeded_jobs_expiry_idx;
 -- fails, is cancelled or is discarded is kept with its errors, and its
 -- dead-letter copy is made as before. The queue counters stay exact: the
 -- delete is counted by the counters' DELETE trigger, so a removed job leaves
--- every count, 'completed' included. What a user gives up is in the README
+-- every count, 'completed' included. What a user gives up is in docs/enqueue.md
 -- ("Removing completed jobs"): the job can no longer be read by id, and the
 -- dashboard's throughput chart, which counts finished rows, does not see it.
 --
