@@ -7,6 +7,8 @@ export default {
   },
   moduleNameMapper: {
     '^@stampeded/nestjs$': '<rootDir>/libs/stampeded/src/index.ts',
+    '^@stampeded/nestjs/internal$': '<rootDir>/libs/stampeded/src/internal.ts',
+    '^@stampeded/nestjs/internal-runtime$': '<rootDir>/libs/stampeded/src/internal-runtime.ts',
     '^@stampeded/testing$': '<rootDir>/libs/testing/src/index.ts',
     '^@stampeded/dashboard$': '<rootDir>/libs/dashboard/src/index.ts',
     '^@stampeded/dashboard/inspector$': '<rootDir>/libs/dashboard/src/inspector/index.ts',

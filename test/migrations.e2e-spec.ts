@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { MIGRATION_FILES, QueueService, StampededConfigError, migrate, stampededMigrations } from '@stampeded/nestjs';
+import { QueueService, StampededConfigError, migrate, stampededMigrations } from '@stampeded/nestjs';
+import { MIGRATION_FILES } from '@stampeded/nestjs/internal';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase } from './support/test-app.js';
 import { startPostgres17 } from './support/older-postgres.js';

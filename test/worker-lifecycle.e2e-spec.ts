@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { CheckpointError, QueueService, Task, WorkerOrchestrator, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { CheckpointError, QueueService, Task, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { WorkerOrchestrator } from '@stampeded/nestjs/internal-runtime';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
 

@@ -1,5 +1,5 @@
 import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
-import { StampededDatabase } from '@stampeded/nestjs';
+import { StampededDatabase } from '@stampeded/nestjs/internal';
 import { DASHBOARD_OPTIONS, DEFAULT_PATH } from './dashboard.constants.js';
 import { AUTH_REQUIRED, BAD_AUTH, BAD_PATH, UNKNOWN_DASHBOARD_OPTIONS } from './dashboard.messages.js';
 import { DashboardAuthGuard } from './auth/dashboard-auth.guard.js';

@@ -5,3 +5,4 @@ export type { TestDatabase } from './postgres/test-database.js';
 export { drain, expectEnqueued } from './drain/drain.js';
 export type { ExpectEnqueuedOptions } from './drain/drain.js';
 export { TestClock } from './clock/test-clock.js';
+export type { DrainOptions, DrainResult } from '@stampeded/nestjs/internal-runtime';

@@ -40,12 +40,9 @@ export async function withConnection<T>(
   }
 }
 
-/**
- * The newest migration this CLI knows, from @stampeded/nestjs. Loaded on
- * demand, beside the queries, because that package brings Nest and TypeORM.
- */
+/** The newest migration this CLI knows, from the core's internal entry point, which loads no Nest. */
 export async function latestVersion(): Promise<number> {
-  return (await import('@stampeded/nestjs')).LATEST_VERSION;
+  return (await import('@stampeded/nestjs/internal')).LATEST_VERSION;
 }
 
 /** Who did it, for the reasons an operator's actions leave behind. */

@@ -14,7 +14,7 @@ export function registerMigrate(program: Command): void {
       const url = resolveUrl(options);
       const started = Date.now();
       // Loaded only here: it brings Nest and TypeORM, which no other command needs.
-      const { LATEST_VERSION, migrate } = await import('@stampeded/nestjs');
+      const [{ migrate }, { LATEST_VERSION }] = await Promise.all([import('@stampeded/nestjs'), import('@stampeded/nestjs/internal')]);
       let applied;
       try {
         applied = await migrate(url.toString(), {

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Module } from '@nestjs/common';
-import { StampededDatabase } from '@stampeded/nestjs';
+import { StampededDatabase } from '@stampeded/nestjs/internal';
 import { MAINTENANCE_LEADER } from '../sql/health.sql.js';
 import { QUEUE_STATE } from '../sql/queues.sql.js';
 

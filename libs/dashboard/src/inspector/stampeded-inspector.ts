@@ -1,6 +1,6 @@
 import type { QueryResultRow } from 'pg';
 import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
-import type { Statement } from '../sql/statement.js';
+import { DeadLetterRedriver, StampededConfigError, type Statement } from '@stampeded/nestjs/internal';
 import {
   CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters,
 } from '../sql/jobs.sql.js';
@@ -259,12 +259,10 @@ export class StampededInspector {
    * batches, optionally only those of one task or one error fingerprint:
    * @stampeded/nestjs's DeadLetterRedriver, the code behind
    * QueueService.redrive(), so the dashboard, the CLI and the app move
-   * copies alike. Loaded when first used, so that the CLI's other commands
-   * start without loading @stampeded/nestjs. Its refusals of bad input are
-   * the operator's to fix: a 400 in the API, exit code 2 in the CLI.
+   * copies alike. Its refusals of bad input are the operator's to fix: a 400
+   * in the API, exit code 2 in the CLI.
    */
   async redrive(queue: string, options: RedriveOptions = {}): Promise<RedriveResult> {
-    const { DeadLetterRedriver, StampededConfigError } = await import('@stampeded/nestjs');
     try {
       return await new DeadLetterRedriver(this.db).redrive(queue, options, { where: 'redrive' });
     } catch (err) {

@@ -1,7 +1,8 @@
 import { Controller, Get, Header, Inject, Module, Res, type DynamicModule, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { QueueService, StampededDatabase } from '@stampeded/nestjs';
+import { QueueService } from '@stampeded/nestjs';
+import { StampededDatabase } from '@stampeded/nestjs/internal';
 import { StampededMetrics } from './stampeded-metrics.js';
 
 export interface StampededMetricsOptions {

@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
-import type { JobEvent, QueueService, StampededDatabase } from '@stampeded/nestjs';
+import type { JobEvent, QueueService } from '@stampeded/nestjs';
+import type { StampededDatabase } from '@stampeded/nestjs/internal';
 import { METRIC_BREAKERS, METRIC_COUNTS, METRIC_VERDICTS } from '../sql/metrics.sql.js';
 
 type PromClient = typeof import('prom-client');

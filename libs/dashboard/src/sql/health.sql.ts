@@ -1,4 +1,4 @@
-import { sql } from './statement.js';
+import { sql } from '@stampeded/nestjs/internal';
 
 export const SERVER_VERSION = sql(
   'dashboard_server_version',

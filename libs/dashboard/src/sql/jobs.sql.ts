@@ -1,4 +1,4 @@
-import { sql, type Statement } from './statement.js';
+import { sql, type Statement } from '@stampeded/nestjs/internal';
 
 /** The columns a list row shows; the full row is for the detail page only. */
 const LIST_COLUMNS = `j.id::text AS id, j.queue, j.task, j.state, j.priority, j.attempt, j.max_attempts, j.tenant_id,

@@ -1,4 +1,4 @@
-import { sql } from './statement.js';
+import { sql } from '@stampeded/nestjs/internal';
 
 /** One batch of the schema's pruner; it answers how many rows it deleted. */
 export const PRUNE_BATCH = sql(

@@ -1,4 +1,4 @@
-import { sql } from './statement.js';
+import { sql } from '@stampeded/nestjs/internal';
 
 /** Read at scrape time, from the counters (summed over their slots) and the policy rows: two small tables, never the jobs. */
 export const METRIC_COUNTS = sql('metrics_counts', `SELECT queue, state, sum(n)::float8 AS n FROM stampeded_queue_counts GROUP BY queue, state`);

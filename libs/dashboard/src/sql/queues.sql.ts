@@ -1,4 +1,4 @@
-import { sql } from './statement.js';
+import { sql } from '@stampeded/nestjs/internal';
 
 /** Jobs per queue and state, from the trigger-maintained counters: never count(*) over the jobs. */
 export const QUEUE_COUNTS = sql(

@@ -1,4 +1,4 @@
-import { sql } from './statement.js';
+import { sql } from '@stampeded/nestjs/internal';
 
 /** Every schedule, with its next run shown in its own time zone. */
 export const SCHEDULES = sql(

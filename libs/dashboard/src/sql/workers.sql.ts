@@ -1,4 +1,4 @@
-import { sql } from './statement.js';
+import { sql } from '@stampeded/nestjs/internal';
 
 /** Workers with their heartbeat age and how many jobs each holds, through the claimed_by partial index. */
 export const WORKERS = sql(

@@ -1,0 +1,15 @@
+// @stampeded/nestjs/internal: what the sibling packages (@stampeded/dashboard,
+// its CLI, @stampeded/testing) share with the core. Not for applications: it
+// changes with the core, without notice in the CHANGELOG. It loads no Nest
+// module, so that the CLI starts in the time that pg alone takes to load.
+export { sql, qualify, quoteIdent } from './sql/statement.js';
+export type { Statement } from './sql/statement.js';
+export { StampededDatabase } from './database/stampeded-database.js';
+export { toJob } from './queue/job.mapper.js';
+export { DeadLetterRedriver } from './queue/dead-letter-redriver.js';
+export type { RedriveDatabase } from './queue/dead-letter-redriver.js';
+export { MIGRATION_FILES, LATEST_VERSION } from './sql/migrations/migrations.js';
+export type { MigrationFile } from './sql/migrations/migrations.js';
+export { decideVerdict, QUEUE_POLICY_TREE } from './flow/queue-policy.tree.js';
+export type { BehaviourNode, Decision, QueueFacts, Verdict } from './flow/queue-policy.tree.js';
+export { StampededConfigError } from './errors/stampeded.errors.js';
