@@ -1,5 +1,7 @@
 // tsc does not copy non-TypeScript files; the migrations' .sql files ship in
-// dist/ beside the compiled code that reads them.
+// dist/ beside the compiled code that reads them. npm packs a LICENSE only from
+// the package's own folder, so each shipped package gets a copy of the
+// repository's one.
 import { cpSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -13,3 +15,4 @@ function copySql(from, to) {
 }
 
 for (const lib of ['libs/stampeded']) copySql(join(lib, 'src'), join(lib, 'dist'));
+for (const lib of ['libs/stampeded', 'libs/testing', 'libs/dashboard']) cpSync('LICENSE', join(lib, 'LICENSE'));

@@ -1,4 +1,5 @@
-// Packs @stampeded/nestjs and @stampeded/testing with `npm pack`, installs the
+// Packs @stampeded/nestjs, @stampeded/testing and @stampeded/dashboard with
+// `npm pack`, checks that each ships the LICENSE, installs the first two's
 // tarballs into a fresh Nest app in a temporary folder (peers from the npm
 // registry), type-checks a TypeScript file against them, and runs a job
 // through them against PostgreSQL 18. `npm run pack:check`.
@@ -22,8 +23,13 @@ try {
   step('building');
   run('npm', ['run', 'build', '--silent'], root);
   step('packing');
-  run('npm', ['pack', '--silent', '--workspace', 'libs/stampeded', '--workspace', 'libs/testing', '--pack-destination', work], root);
+  run('npm', ['pack', '--silent', '--workspace', 'libs/stampeded', '--workspace', 'libs/testing', '--workspace', 'libs/dashboard', '--pack-destination', work], root);
   const tarballs = readdirSync(work).filter((f) => f.endsWith('.tgz'));
+  for (const tarball of tarballs) {
+    const files = execFileSync('tar', ['-tzf', join(work, tarball)], { encoding: 'utf8' }).split('\n');
+    if (!files.includes('package/LICENSE')) throw new Error(`${tarball} does not ship the LICENSE`);
+  }
+  step(`each of ${tarballs.join(', ')} ships the LICENSE`);
   const rootPkg = (await import(join(root, 'package.json'), { with: { type: 'json' } })).default;
   const v = (name) => rootPkg.dependencies[name] ?? rootPkg.devDependencies[name];
 
@@ -54,7 +60,7 @@ try {
       2,
     ),
   );
-  step(`installing ${tarballs.join(', ')} into a fresh app`);
+  step(`installing ${tarballs.filter((t) => !t.includes('dashboard')).join(', ')} into a fresh app`);
   run('npm', ['install', '--no-audit', '--no-fund', '--silent'], app);
 
   writeFileSync(
