@@ -47,7 +47,7 @@ Module({
       connection: { url: database.url },
       worker: { concurrency: 20 },
       maintenance: { completedRetention: '1m', pruneIntervalMs: 10_000, reapIntervalMs: 5000, expireIntervalMs: 5000 },
-      flow: { fairness: process.env.SOAK_FAIRNESS !== '0' },
+      control: { fairness: process.env.SOAK_FAIRNESS !== '0' },
     }),
   ],
   providers: [SoakWork, SoakTick],

@@ -1,7 +1,7 @@
 import { Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type pg from 'pg';
-import { FlowService, QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
+import { QueueControlService, QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
 import { DashboardConfigError, StampededDashboardModule } from '@stampeded/dashboard';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase, waitFor } from './support/test-app.js';
@@ -301,13 +301,13 @@ describe('dashboard', () => {
   });
 
   describe('queue pause, as the runtime reads it', () => {
-    it('is an operator hold that flow control recognises, and resuming lets the worker run the queue', async () => {
+    it('is an operator hold that queue control recognises, and resuming lets the worker run the queue', async () => {
       expect((await post('/stampeded/api/queues/work/pause', { reason: 'incident 42' })).status).toBe(200);
-      const flow = app.get(FlowService);
-      expect(await flow.policy('work')).toMatchObject({ verdict: 'hold', paused: true, reason: 'paused by ops (dashboard): incident 42' });
+      const control = app.get(QueueControlService);
+      expect(await control.policy('work')).toMatchObject({ verdict: 'hold', paused: true, reason: 'paused by ops (dashboard): incident 42' });
       const { id } = await queue.enqueue('sync-order', { order: 7 });
       expect((await post('/stampeded/api/queues/work/resume')).status).toBe(200);
-      expect((await flow.policy('work'))?.paused).toBe(false);
+      expect((await control.policy('work'))?.paused).toBe(false);
       await waitFor(async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].state === 'completed', 'the job of the resumed queue to complete');
     });
   });

@@ -10,7 +10,7 @@ export type { OnJobEventFilter } from './decorators/on-job-event.decorator.js';
 export { InjectQueue, getQueueToken } from './decorators/inject-queue.decorator.js';
 export { JobEvents } from './events/job-events.js';
 export { MaintenanceService } from './maintenance/maintenance.service.js';
-export { FlowService } from './flow/flow.service.js';
+export { QueueControlService } from './control/queue-control.service.js';
 export { SchedulesService } from './scheduler/schedules.service.js';
 export type { ScheduleOccurrence } from './scheduler/schedules.service.js';
 export { JobAbortedError } from './worker/worker.js';
@@ -41,7 +41,7 @@ export type {
   WorkerOptions,
   ConnectionOptions,
 } from './interfaces/stampeded-options.interface.js';
-export type { QueuePolicy, QueuePolicyRow, Breaker, BreakerState, BreakerOptions, FairnessOptions, FlowOptions } from './interfaces/flow.interface.js';
+export type { QueuePolicy, QueuePolicyRow, Breaker, BreakerState, BreakerOptions, FairnessOptions, ControlOptions } from './interfaces/control.interface.js';
 export type {
   Duration,
   MaintenanceOptions,

@@ -37,6 +37,9 @@ export const UNKNOWN_OPTIONS = (where: string, unknown: string[], allowed: reado
   `${where}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((o) => `"${o}"`).join(', ')}. ` +
   `Allowed: ${allowed.join(', ')}.`;
 
+export const RENAMED_OPTION = (where: string, old: string, renamed: string) =>
+  `${where}: the option "${old}" is now "${renamed}", with the same settings. Rename it (see CHANGELOG.md).`;
+
 export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
 
 export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: string) =>
@@ -66,8 +69,8 @@ export const INVALID_SCHEDULES_OPTION = (option: string, problem: string) =>
 export const SCHEDULE_NOT_FOUND = (key: string) =>
   `No schedule with key "${key}". List the schedules with SchedulesService.list(), or create it with upsert().`;
 
-export const INVALID_FLOW_OPTION = (option: string, problem: string) =>
-  `StampededModule.forRoot(): flow.${option} ${problem}.`;
+export const INVALID_CONTROL_OPTION = (option: string, problem: string) =>
+  `StampededModule.forRoot(): control.${option} ${problem}.`;
 
 export const BREAKER_IS_OPEN = (destination: string, waitMs: number, reason: string | null) =>
   `circuit breaker for destination "${destination}" is open${reason ? ` (${reason})` : ''}; ` +

@@ -16,13 +16,14 @@ import { resolveMaintenanceConfig } from './maintenance/maintenance.config.js';
 import { SchedulesService } from './scheduler/schedules.service.js';
 import { SchedulerOrchestrator } from './scheduler/scheduler.orchestrator.js';
 import { resolveSchedulesConfig } from './scheduler/schedules.config.js';
-import { FlowService } from './flow/flow.service.js';
-import { resolveFlowConfig } from './flow/flow.config.js';
+import { QueueControlService } from './control/queue-control.service.js';
+import { resolveControlConfig } from './control/control.config.js';
 import { resolveTracingConfig } from './tracing/tracing.config.js';
 import { createTracerProvider } from './tracing/tracing.provider.js';
 import { StampededDatabase } from './database/stampeded-database.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
+import { RENAMED_OPTION } from './stampeded.messages.js';
 import type {
   RegisterQueueOptions,
   StampededModuleAsyncOptions,
@@ -32,13 +33,15 @@ import type {
 
 const CORE_PROVIDERS: Provider[] = [
   TaskRegistry, TaskExplorer, JobEvents, QueueRegistry, QueueService, WorkerOrchestrator,
-  MaintenanceService, SchedulesService, SchedulerOrchestrator, FlowService,
+  MaintenanceService, SchedulesService, SchedulerOrchestrator, QueueControlService,
 ];
 const CORE_EXPORTS = [
-  QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, FlowService, STAMPEDED_OPTIONS,
+  QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, QueueControlService, STAMPEDED_OPTIONS,
 ];
 
-const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock', 'flow', 'tracing'];
+const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock', 'control', 'tracing'];
+/** Options renamed before 1.0, each with what to use instead. */
+const RENAMED_OPTIONS: Record<string, string> = { flow: 'control' };
 const WORKER_OPTION_NAMES = [
   'enabled', 'concurrency', 'queues', 'pollIntervalMs', 'shutdownTimeoutMs', 'heartbeatIntervalMs',
   'prefetch', 'claimBatchSize', 'completionBatchSize', 'metadata',
@@ -46,6 +49,8 @@ const WORKER_OPTION_NAMES = [
 
 function validateModuleOptions(options: StampededModuleOptions): StampededModuleOptions {
   const where = 'StampededModule.forRoot()';
+  const renamed = Object.keys(options ?? {}).find((k) => k in RENAMED_OPTIONS);
+  if (renamed) throw new StampededConfigError(RENAMED_OPTION(where, renamed, RENAMED_OPTIONS[renamed]));
   const unknown = Object.keys(options ?? {}).filter((k) => !OPTION_NAMES.includes(k));
   if (unknown.length) throw new StampededConfigError(`${where}: unknown option(s) ${unknown.join(', ')}. Allowed: ${OPTION_NAMES.join(', ')}.`);
   const badWorker = Object.keys(options.worker ?? {}).filter((k) => !WORKER_OPTION_NAMES.includes(k));
@@ -73,7 +78,7 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   }
   resolveMaintenanceConfig(options.maintenance, options.worker?.heartbeatIntervalMs);
   resolveSchedulesConfig(options.schedules);
-  resolveFlowConfig(options.flow);
+  resolveControlConfig(options.control);
   resolveTracingConfig(options.tracing);
   if (options.clock !== undefined && typeof options.clock?.now !== 'function') {
     throw new StampededConfigError(`${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof options.clock}.`);

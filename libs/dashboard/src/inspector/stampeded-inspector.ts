@@ -221,8 +221,8 @@ export class StampededInspector {
 
   /**
    * An operator hold on a queue: the verdict 'hold' with a reason that starts
-   * "paused by", which flow control's planner keeps and its workers obey
-   * however old it is (libs/stampeded/src/sql/flow.sql.ts reads this shape).
+   * "paused by", which queue control's planner keeps and its workers obey
+   * however old it is (libs/stampeded/src/sql/control.sql.ts reads this shape).
    */
   async pauseQueue(queue: string, by: string, why?: string): Promise<Record<string, unknown>> {
     const [row] = await this.db.query(SET_QUEUE_VERDICT, [queue, 'hold', `paused by ${by}${why ? `: ${why}` : ''}`]);

@@ -4,7 +4,7 @@ import type { JobOptions } from './job-options.interface.js';
 import type { MaintenanceOptions } from './maintenance.interface.js';
 import type { SchedulesOptions } from './schedule.interface.js';
 import type { StampededClock } from './clock.interface.js';
-import type { FlowOptions, QueuePolicy } from './flow.interface.js';
+import type { ControlOptions, QueuePolicy } from './control.interface.js';
 import type { TracingOptions } from './tracing.interface.js';
 
 export interface WorkerOptions {
@@ -70,8 +70,8 @@ export interface StampededModuleOptions {
   schedules?: SchedulesOptions;
   /** Where the scheduler reads the time. Default: the database's clock. Tests pass a TestClock. */
   clock?: StampededClock;
-  /** Flow control: the planner, fair shares per tenant, circuit breakers per destination. See docs/flow-control.md. */
-  flow?: FlowOptions;
+  /** Queue control: the planner, fair shares per tenant, circuit breakers per destination. See docs/queue-control.md. */
+  control?: ControlOptions;
   /**
    * OpenTelemetry spans for enqueues and executions. Default: on when
    * @opentelemetry/api is installed, off otherwise; `false` turns them off;
@@ -99,6 +99,6 @@ export interface RegisterQueueOptions {
   concurrency?: number;
   /** Defaults for every job enqueued on this queue. */
   defaultJobOptions?: JobOptions;
-  /** Fleet-wide policy (max_running, max_wait_secs), written at bootstrap; FlowService.setPolicy() changes it at run time. */
+  /** Fleet-wide policy (max_running, max_wait_secs), written at bootstrap; QueueControlService.setPolicy() changes it at run time. */
   policy?: QueuePolicy;
 }

@@ -14,8 +14,8 @@ import { JobPruner } from './job-pruner.js';
 import { PartitionRepairer } from './partition-repairer.js';
 import { Reindexer } from './reindexer.js';
 import { takeHealthSnapshot } from './health-reporter.js';
-import { QueuePlanner } from '../flow/queue-planner.js';
-import { resolveFlowConfig } from '../flow/flow.config.js';
+import { QueuePlanner } from '../control/queue-planner.js';
+import { resolveControlConfig } from '../control/control.config.js';
 
 /**
  * The fleet's upkeep. Every process with maintenance enabled stands for
@@ -63,8 +63,8 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
         },
       },
       ...(this.config.reindex ? [new Reindexer(db, this.config)] : []),
-      // Flow control's planner: the queues' verdicts, every few seconds.
-      new QueuePlanner(db, resolveFlowConfig(options.flow)),
+      // Queue control's planner: the queues' verdicts, every few seconds.
+      new QueuePlanner(db, resolveControlConfig(options.control)),
     ];
   }
 

@@ -7,7 +7,7 @@ import type { Statement } from '../sql/statement.js';
 import type { QueryResultRow } from 'pg';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { RegisterQueueOptions } from '../interfaces/stampeded-options.interface.js';
-import { validateQueuePolicy } from '../flow/flow.config.js';
+import { validateQueuePolicy } from '../control/control.config.js';
 
 const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions', 'policy'];
 

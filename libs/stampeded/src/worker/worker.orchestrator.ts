@@ -14,8 +14,8 @@ import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { JobEvents } from '../events/job-events.js';
 import { ProcessTaskRunner } from '../isolation/process-task.runner.js';
-import { FlowService } from '../flow/flow.service.js';
-import type { FlowGate } from '../flow/flow-gate.js';
+import { QueueControlService } from '../control/queue-control.service.js';
+import type { ControlGate } from '../control/control.gate.js';
 import { NotificationListener } from './notification-listener.js';
 import { WorkerRegistration } from './worker-registration.js';
 import { resolveMaintenanceConfig } from '../maintenance/maintenance.config.js';
@@ -65,7 +65,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     private readonly queues: QueueRegistry,
     private readonly events: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
-    private readonly flow: FlowService,
+    private readonly control: QueueControlService,
     @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
   ) {}
 
@@ -89,7 +89,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
 
     this.registration = await WorkerRegistration.register(this.db, queues, options.metadata ?? {});
     // Read before the first claim, so that a paused queue is never claimed from.
-    const gate = await this.flow.gateFor(this.registration.workerId, queues, options.concurrency ?? 10);
+    const gate = await this.control.gateFor(this.registration.workerId, queues, options.concurrency ?? 10);
     this.worker = this.createWorker(this.registration.workerId, queues, gate);
     this.listener = new NotificationListener(this.db, {
       onInsert: (queue) => this.worker?.wake(queue),
@@ -116,7 +116,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     );
   }
 
-  private createWorker(workerId: string, queues: string[], flow?: FlowGate): Worker {
+  private createWorker(workerId: string, queues: string[], control?: ControlGate): Worker {
     const options = this.options.worker ?? {};
     const concurrency = options.concurrency ?? 10;
     const config: WorkerConfig = {
@@ -133,7 +133,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
           .map((name) => [name, this.queues.get(name)?.concurrency] as const)
           .filter((e): e is readonly [string, number] => e[1] !== undefined),
       ),
-      flow,
+      control,
       tracer: this.tracer ?? undefined,
     };
     return new Worker(this.db, this.tasks, this.events, config, this.processRunner);

@@ -14,8 +14,8 @@ import { ClaimCursor } from './claim-cursor.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import { isConnectionError, OutcomeRecorder, type FailureRecord } from './outcome-recorder.js';
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
-import type { FlowGate } from '../flow/flow-gate.js';
-import { CLAIM_FAIR } from '../sql/flow.sql.js';
+import type { ControlGate } from '../control/control.gate.js';
+import { CLAIM_FAIR } from '../sql/control.sql.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
 
 export interface WorkerConfig {
@@ -29,8 +29,8 @@ export interface WorkerConfig {
   pollIntervalMs: number;
   /** Per-queue caps from registerQueue({ concurrency }). */
   queueConcurrency: Map<string, number>;
-  /** Flow control (flow/): verdicts, breakers and tenant shares, shared by the fleet. */
-  flow?: FlowGate;
+  /** Queue control (control/): verdicts, breakers and tenant shares, shared by the fleet. */
+  control?: ControlGate;
   /** OpenTelemetry (tracing/): a span per execution, when @opentelemetry/api is installed. */
   tracer?: JobTracer;
 }
@@ -176,9 +176,9 @@ export class Worker {
   private queueRoom(queue: string): number {
     const cap = this.config.queueConcurrency.get(queue);
     // A paused queue has no room; a max_running queue has what the planner left free.
-    const flowRoom = this.config.flow ? this.config.flow.room(queue, () => this.inFlight(queue)) : Infinity;
-    if (cap === undefined) return flowRoom;
-    return Math.min(flowRoom, cap - this.inFlight(queue));
+    const controlRoom = this.config.control ? this.config.control.room(queue, () => this.inFlight(queue)) : Infinity;
+    if (cap === undefined) return controlRoom;
+    return Math.min(controlRoom, cap - this.inFlight(queue));
   }
 
   private inFlight(queue: string): number {
@@ -203,7 +203,7 @@ export class Worker {
           while (claims.length < MAX_PARALLEL_CLAIMS) {
             const queue = this.pickQueue(reserved);
             if (queue === undefined) break;
-            const capped = this.config.queueConcurrency.has(queue) || this.config.flow?.capped(queue) === true;
+            const capped = this.config.queueConcurrency.has(queue) || this.config.control?.capped(queue) === true;
             if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
             // At a trickle a second claim only races the first for the same few jobs.
             if (claims.length > 0 && this.prefetch() < this.config.claimBatchSize) break;
@@ -298,7 +298,7 @@ export class Worker {
     if (this.room() - reserved <= 0) return undefined;
     const queues = this.config.queues;
     // A queue whose head waited past max_wait_secs is claimed from first, until it runs dry.
-    const rushed = this.config.flow?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.queueRoom(q) > 0);
+    const rushed = this.config.control?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.queueRoom(q) > 0);
     if (rushed !== undefined) return rushed;
     for (let i = 0; i < queues.length; i++) {
       const queue = queues[(this.nextQueue + i) % queues.length];
@@ -321,7 +321,7 @@ export class Worker {
     // Before the statement is sent: the deadline errs early, never late.
     const sentAt = Date.now();
     // While tenants compete: a few jobs of each tenant with room here.
-    const fair = this.config.flow?.tenantClaim();
+    const fair = this.config.control?.tenantClaim();
     // A claim on the database's clock may start from where the last ones
     // ended (ClaimCursor); one on a test clock, or a fair one, reads it all.
     const cursor = fair || now !== null ? undefined : this.cursorOf(queue);
@@ -350,7 +350,7 @@ export class Worker {
       const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
       if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
     }
-    this.config.flow?.claimed(jobs);
+    this.config.control?.claimed(jobs);
     return jobs;
   }
 
@@ -362,7 +362,7 @@ export class Worker {
       // with a delay: under a steady load of ten tenants half the claimed
       // jobs went round that loop, and the soak fell behind at 55 jobs/s of
       // 100 (it keeps up with fairness off).
-      const gate = this.config.flow;
+      const gate = this.config.control;
       const index = gate ? this.buffer.findIndex((job) => gate.withinShare(job)) : 0;
       if (index < 0) break;
       void this.execute(this.buffer.splice(index, 1)[0]);
@@ -390,7 +390,7 @@ export class Worker {
     const tracer = this.config.tracer;
     const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry)) : this.run(entry);
     // Every failure of a job's own is recorded inside run(); what escapes it
-    // (a connection cut while flow control asked the database something) must
+    // (a connection cut while queue control asked the database something) must
     // not end the process as an unhandled rejection. The job, unrecorded,
     // runs again when it expires.
     entry.done = run.catch((err: unknown) => {
@@ -435,8 +435,8 @@ export class Worker {
         retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs),
       });
     }
-    // Flow control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
-    const refusal = this.config.flow?.admit(job);
+    // Queue control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
+    const refusal = this.config.control?.admit(job);
     if (refusal) {
       const failure = await refusal;
       if (failure) {
@@ -455,7 +455,7 @@ export class Worker {
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
       this.config.tracer?.raised(job, err);
       const failure = this.classify(job, err);
-      return this.recordFailure(job, this.config.flow ? await this.config.flow.failed(job, err, failure) : failure);
+      return this.recordFailure(job, this.config.control ? await this.config.control.failed(job, err, failure) : failure);
     }
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
@@ -464,8 +464,8 @@ export class Worker {
       return false;
     });
     this.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
-    if (owned) this.config.flow?.completed(job);
-    else this.config.flow?.recorded(job);
+    if (owned) this.config.control?.completed(job);
+    else this.config.control?.recorded(job);
     return owned ? 'completed' : 'lost';
   }
 
@@ -555,7 +555,7 @@ export class Worker {
     entry.settled = true;
     this.running.delete(entry.job.id);
     this.autoPrefetch.slotFreed();
-    this.config.flow?.settled(entry.job);
+    this.config.control?.settled(entry.job);
     if (this.running.size === 0 && this.sweepTimer) {
       clearInterval(this.sweepTimer);
       this.sweepTimer = undefined;
@@ -568,7 +568,7 @@ export class Worker {
       this.logger.error(`could not record failure of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
       return { owned: false } as const;
     });
-    this.config.flow?.recorded(job);
+    this.config.control?.recorded(job);
     if (!result.owned) {
       this.emit('lost', job, { error: failure.error, failureKind: failure.kind });
       return 'lost';

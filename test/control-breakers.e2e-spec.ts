@@ -3,14 +3,14 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
-import { BreakerOpenError, FlowService, QueueService, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
+import { BreakerOpenError, QueueControlService, QueueService, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { FlowProcess } from './support/flow-fleet.js';
+import { ControlProcess } from './support/control-fleet.js';
 import type { Job } from '../libs/stampeded/src/interfaces/job.interface.js';
 import type { FailureRecord } from '../libs/stampeded/src/worker/outcome-recorder.js';
 
-const LONG = process.env.STAMPEDED_FLOW_LONG === '1';
+const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 
 const partnerCalls: string[] = [];
 let partnerThrottles = 0;
@@ -27,11 +27,11 @@ class PartnerCall implements TaskHandler<{ n: number }> {
   }
 }
 
-describe('flow control: circuit breakers per destination, for the whole fleet', () => {
+describe('queue control: circuit breakers per destination, for the whole fleet', () => {
   let db: TestDatabase;
   let sql: pg.Client;
   const apps: INestApplicationContext[] = [];
-  const fleet: FlowProcess[] = [];
+  const fleet: ControlProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -55,7 +55,7 @@ describe('flow control: circuit breakers per destination, for the whole fleet', 
     const app = await bootApp(db.url, {
       via: 'connection',
       providers: [PartnerCall],
-      stampeded: { worker: { pollIntervalMs: 100 }, maintenance: { enabled: false }, flow: { refreshInterval: 100 } },
+      stampeded: { worker: { pollIntervalMs: 100 }, maintenance: { enabled: false }, control: { refreshInterval: 100 } },
     });
     apps.push(app);
     return app;
@@ -66,12 +66,12 @@ describe('flow control: circuit breakers per destination, for the whole fleet', 
   it('a handler opens the breaker on purpose (429 with Retry-After); the fleet defers its jobs with the attempt refunded; an operator closes it', async () => {
     const app = await boot();
     const queue = app.get(QueueService);
-    const flow = app.get(FlowService);
+    const control = app.get(QueueControlService);
     partnerThrottles = 1;
     const first = await queue.enqueue('partner-call', { n: 1 }, { destination: 'partner' });
     await waitFor(async () => (await job(first.id)).failure_kind === 'breaker_open', 'the 429 to defer the job');
     expect(await job(first.id)).toMatchObject({ state: 'retryable', attempt: 0, deferrals: 1 });
-    const [breaker] = await flow.breakers();
+    const [breaker] = await control.breakers();
     expect(breaker).toMatchObject({ destination: 'partner', state: 'open', openedBy: 'handler', reason: 'partner answered 429 Too Many Requests' });
     expect(breaker.openUntil!.getTime() - Date.now()).toBeGreaterThan(20_000);
 
@@ -83,20 +83,20 @@ describe('flow control: circuit breakers per destination, for the whole fleet', 
     expect((await job(second.id)).last_error).toMatch(/circuit breaker for destination "partner" is open/);
 
     // The operator closes it: the deferred jobs are due at once, not at the end of the 30 s.
-    expect(await flow.closeBreaker('partner')).toBe(true);
+    expect(await control.closeBreaker('partner')).toBe(true);
     await waitFor(async () => (await job(first.id)).state === 'completed' && (await job(second.id)).state === 'completed', 'both jobs to run');
     expect(partnerCalls.sort()).toEqual(['1', '1', '2']);
-    expect((await flow.breakers())[0]).toMatchObject({ state: 'closed', failures: 0 });
+    expect((await control.breakers())[0]).toMatchObject({ state: 'closed', failures: 0 });
   });
 
   it('a worker keeps the breaker it just tripped over a refresh that read the breakers before the trip', async () => {
     const app = await bootApp(db.url, {
       via: 'connection',
-      stampeded: { worker: { enabled: false }, maintenance: { enabled: false }, flow: { refreshInterval: 60_000 } },
+      stampeded: { worker: { enabled: false }, maintenance: { enabled: false }, control: { refreshInterval: 60_000 } },
     });
     apps.push(app);
     const workerId = (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id;
-    const gate = await app.get(FlowService).gateFor(workerId, ['partners'], 5);
+    const gate = await app.get(QueueControlService).gateFor(workerId, ['partners'], 5);
     const job = (n: number) => ({ id: `00000000-0000-7000-8000-00000000000${n}`, queue: 'partners', destination: 'partner', tenantId: null }) as unknown as Job;
     try {
       // A refresh that has read the breakers (none open) and waits on the
@@ -119,13 +119,13 @@ describe('flow control: circuit breakers per destination, for the whole fleet', 
 
   it('an operator opens a breaker; a job deferred more than max_deferrals times is discarded and dead-lettered', async () => {
     const app = await boot();
-    const flow = app.get(FlowService);
-    expect(await flow.openBreaker('partner', { for: '1h', by: 'ana', reason: 'partner maintenance window' })).toMatchObject({
+    const control = app.get(QueueControlService);
+    expect(await control.openBreaker('partner', { for: '1h', by: 'ana', reason: 'partner maintenance window' })).toMatchObject({
       state: 'open',
       openedBy: 'ana',
       reason: 'partner maintenance window',
     });
-    await expect(flow.openBreaker('', {})).rejects.toThrow(/give the destination/);
+    await expect(control.openBreaker('', {})).rejects.toThrow(/give the destination/);
     const queue = app.get(QueueService);
     const patient = await queue.enqueue('partner-call', { n: 1 }, { destination: 'partner' });
     const impatient = await queue.enqueue('partner-call', { n: 2 }, { destination: 'partner', maxDeferrals: 0, deadLetterQueue: 'partners-dead' });
@@ -148,12 +148,12 @@ describe('flow control: circuit breakers per destination, for the whole fleet', 
     const stampeded = {
       worker: { concurrency: 5, pollIntervalMs: 100 },
       maintenance: { leaderCheckIntervalMs: 500 },
-      flow: { refreshInterval: 200, breakers: { default: { threshold, cooldown: cooldownMs, window: '10s' } } },
+      control: { refreshInterval: 200, breakers: { default: { threshold, cooldown: cooldownMs, window: '10s' } } },
     };
     const downFile = join(tmpdir(), `stampeded-down-${process.pid}-${Date.now()}`);
     const workers = [start(), start(), start()];
     function start() {
-      const p = FlowProcess.start({ url: db.url, stampeded, downFile });
+      const p = ControlProcess.start({ url: db.url, stampeded, downFile });
       fleet.push(p);
       return p;
     }

@@ -1,7 +1,7 @@
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { INVALID_FLOW_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { INVALID_CONTROL_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { durationMs } from '../maintenance/maintenance.config.js';
-import type { BreakerOptions, FlowOptions, QueuePolicy } from '../interfaces/flow.interface.js';
+import type { BreakerOptions, ControlOptions, QueuePolicy } from '../interfaces/control.interface.js';
 
 export interface BreakerConfig {
   enabled: boolean;
@@ -18,8 +18,8 @@ export interface FairnessConfig {
   retryDelayMs: number;
 }
 
-/** Every flow-control setting, resolved. */
-export interface FlowConfig {
+/** Every queue-control setting, resolved. */
+export interface ControlConfig {
   plannerIntervalMs: number;
   freshnessMs: number;
   refreshIntervalMs: number;
@@ -36,7 +36,7 @@ export interface FlowConfig {
  * never lets verdicts lapse, and a dead planner is noticed within 15 s.
  * Breakers follow the common 5 failures in a minute, 30 s cooldown.
  */
-export const FLOW_DEFAULTS = {
+export const CONTROL_DEFAULTS = {
   plannerIntervalMs: 2000,
   freshnessMs: 15_000,
   refreshIntervalMs: 1000,
@@ -48,7 +48,7 @@ const OPTION_NAMES = ['plannerInterval', 'freshness', 'refreshInterval', 'breake
 const BREAKER_OPTION_NAMES = ['threshold', 'window', 'cooldown', 'enabled'] as const;
 const FAIRNESS_OPTION_NAMES = ['weights', 'maxRunning', 'retryDelay'] as const;
 
-const fail = (option: string, problem: string) => new StampededConfigError(INVALID_FLOW_OPTION(option, problem));
+const fail = (option: string, problem: string) => new StampededConfigError(INVALID_CONTROL_OPTION(option, problem));
 
 function positive(option: string, value: unknown, whole = true): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || (whole && !Number.isSafeInteger(value))) {
@@ -67,28 +67,28 @@ function record(option: string, value: unknown): Record<string, unknown> {
 function resolveBreaker(option: string, o: BreakerOptions | undefined, base: BreakerConfig): BreakerConfig {
   if (o === undefined) return base;
   const unknown = Object.keys(record(option, o)).filter((k) => !(BREAKER_OPTION_NAMES as readonly string[]).includes(k));
-  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`StampededModule.forRoot(): flow.${option}`, unknown, BREAKER_OPTION_NAMES));
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`StampededModule.forRoot(): control.${option}`, unknown, BREAKER_OPTION_NAMES));
   if (o.enabled !== undefined && typeof o.enabled !== 'boolean') throw fail(`${option}.enabled`, `must be true or false, got ${JSON.stringify(o.enabled)}`);
   return {
     enabled: o.enabled ?? base.enabled,
     threshold: o.threshold === undefined ? base.threshold : positive(`${option}.threshold`, o.threshold),
-    windowMs: o.window === undefined ? base.windowMs : durationMs(`${option}.window`, o.window, INVALID_FLOW_OPTION),
-    cooldownMs: o.cooldown === undefined ? base.cooldownMs : durationMs(`${option}.cooldown`, o.cooldown, INVALID_FLOW_OPTION),
+    windowMs: o.window === undefined ? base.windowMs : durationMs(`${option}.window`, o.window, INVALID_CONTROL_OPTION),
+    cooldownMs: o.cooldown === undefined ? base.cooldownMs : durationMs(`${option}.cooldown`, o.cooldown, INVALID_CONTROL_OPTION),
   };
 }
 
-/** Resolves and checks the flow options: a bad value fails at startup, naming the option. */
-export function resolveFlowConfig(options: FlowOptions | undefined): FlowConfig {
+/** Resolves and checks the control options: a bad value fails at startup, naming the option. */
+export function resolveControlConfig(options: ControlOptions | undefined): ControlConfig {
   const o = options ?? {};
-  const unknown = Object.keys(record('(flow)', o)).filter((k) => !(OPTION_NAMES as readonly string[]).includes(k));
-  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): flow', unknown, OPTION_NAMES));
+  const unknown = Object.keys(record('(control)', o)).filter((k) => !(OPTION_NAMES as readonly string[]).includes(k));
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): control', unknown, OPTION_NAMES));
   const ms = (option: 'plannerInterval' | 'freshness' | 'refreshInterval', fallback: number) =>
-    o[option] === undefined ? fallback : durationMs(option, o[option], INVALID_FLOW_OPTION);
-  const config: FlowConfig = {
-    plannerIntervalMs: ms('plannerInterval', FLOW_DEFAULTS.plannerIntervalMs),
-    freshnessMs: ms('freshness', FLOW_DEFAULTS.freshnessMs),
-    refreshIntervalMs: ms('refreshInterval', FLOW_DEFAULTS.refreshIntervalMs),
-    breakerDefault: FLOW_DEFAULTS.breaker,
+    o[option] === undefined ? fallback : durationMs(option, o[option], INVALID_CONTROL_OPTION);
+  const config: ControlConfig = {
+    plannerIntervalMs: ms('plannerInterval', CONTROL_DEFAULTS.plannerIntervalMs),
+    freshnessMs: ms('freshness', CONTROL_DEFAULTS.freshnessMs),
+    refreshIntervalMs: ms('refreshInterval', CONTROL_DEFAULTS.refreshIntervalMs),
+    breakerDefault: CONTROL_DEFAULTS.breaker,
     breakers: new Map(),
     fairness: null,
   };
@@ -102,8 +102,8 @@ export function resolveFlowConfig(options: FlowOptions | undefined): FlowConfig 
   if (o.breakers !== undefined) {
     const b = record('breakers', o.breakers);
     const bad = Object.keys(b).filter((k) => k !== 'default' && k !== 'destinations');
-    if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): flow.breakers', bad, ['default', 'destinations']));
-    config.breakerDefault = resolveBreaker('breakers.default', o.breakers.default, FLOW_DEFAULTS.breaker);
+    if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): control.breakers', bad, ['default', 'destinations']));
+    config.breakerDefault = resolveBreaker('breakers.default', o.breakers.default, CONTROL_DEFAULTS.breaker);
     for (const [destination, options] of Object.entries(record('breakers.destinations', o.breakers.destinations ?? {}))) {
       config.breakers.set(destination, resolveBreaker(`breakers.destinations.${destination}`, options as BreakerOptions, config.breakerDefault));
     }
@@ -114,7 +114,7 @@ export function resolveFlowConfig(options: FlowOptions | undefined): FlowConfig 
     }
     const f = o.fairness === true ? {} : o.fairness;
     const bad = Object.keys(f).filter((k) => !(FAIRNESS_OPTION_NAMES as readonly string[]).includes(k));
-    if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): flow.fairness', bad, FAIRNESS_OPTION_NAMES));
+    if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): control.fairness', bad, FAIRNESS_OPTION_NAMES));
     const weights = new Map<string, number>();
     for (const [tenant, w] of Object.entries(record('fairness.weights', f.weights ?? {}))) weights.set(tenant, positive(`fairness.weights.${tenant}`, w, false));
     const maxRunning = new Map<string, number>();
@@ -127,13 +127,13 @@ export function resolveFlowConfig(options: FlowOptions | undefined): FlowConfig 
       weights,
       maxRunning,
       defaultMaxRunning,
-      retryDelayMs: f.retryDelay === undefined ? FLOW_DEFAULTS.fairnessRetryDelayMs : durationMs('fairness.retryDelay', f.retryDelay, INVALID_FLOW_OPTION),
+      retryDelayMs: f.retryDelay === undefined ? CONTROL_DEFAULTS.fairnessRetryDelayMs : durationMs('fairness.retryDelay', f.retryDelay, INVALID_CONTROL_OPTION),
     };
   }
   return config;
 }
 
-export function breakerConfigFor(config: FlowConfig, destination: string): BreakerConfig {
+export function breakerConfigFor(config: ControlConfig, destination: string): BreakerConfig {
   return config.breakers.get(destination) ?? config.breakerDefault;
 }
 

@@ -1,7 +1,7 @@
 import { sql } from './statement.js';
 import { CLAIMED_COLUMNS } from './jobs.sql.js';
 
-// Flow control: queue policies and verdicts, circuit breakers, tenant shares.
+// Queue control: queue policies and verdicts, circuit breakers, tenant shares.
 // Durations travel as milliseconds, as in the maintenance statements.
 
 /**
@@ -16,7 +16,7 @@ function operatorHold(alias = ''): string {
 
 /** A declared or run-time policy; the verdict columns are the planner's and are left alone. */
 export const UPSERT_POLICY = sql(
-  'flow_upsert_policy',
+  'control_upsert_policy',
   `INSERT INTO stampeded_queue_policies (queue, max_running, max_wait_secs)
    VALUES ($1, $2, $3)
    ON CONFLICT (queue) DO UPDATE
@@ -25,7 +25,7 @@ export const UPSERT_POLICY = sql(
 );
 
 export const SET_VERDICT = sql(
-  'flow_set_verdict',
+  'control_set_verdict',
   `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at)
    VALUES ($1, $2, $3, now())
    ON CONFLICT (queue) DO UPDATE
@@ -34,7 +34,7 @@ export const SET_VERDICT = sql(
 );
 
 export const LIST_POLICIES = sql(
-  'flow_list_policies',
+  'control_list_policies',
   `SELECT queue, max_running, max_wait_secs, verdict, reason, decided_at, running,
           (${operatorHold()}) AS paused
      FROM stampeded_queue_policies
@@ -47,7 +47,7 @@ export const LIST_POLICIES = sql(
  * has been due (read through the claim index in its own order).
  */
 export const PLANNER_INPUTS = sql(
-  'flow_planner_inputs',
+  'control_planner_inputs',
   `SELECT p.queue, p.max_running, p.max_wait_secs, p.verdict, p.reason,
           (${operatorHold('p.')}) AS paused,
           (SELECT count(*) FROM stampeded_jobs j
@@ -65,7 +65,7 @@ export const PLANNER_INPUTS = sql(
  * locked and re-checked) and kept.
  */
 export const WRITE_VERDICTS = sql(
-  'flow_write_verdicts',
+  'control_write_verdicts',
   `UPDATE stampeded_queue_policies p
       SET verdict    = CASE WHEN ${operatorHold('p.')} THEN p.verdict ELSE v.verdict END,
           reason     = CASE WHEN ${operatorHold('p.')} THEN p.reason ELSE v.reason END,
@@ -83,7 +83,7 @@ export const WRITE_VERDICTS = sql(
  * workers that each added their claims since to it overshot the cap 4x.
  */
 export const READ_VERDICTS = sql(
-  'flow_read_verdicts',
+  'control_read_verdicts',
   `SELECT queue, verdict, max_running, running, decided_at,
           (${operatorHold()}) AS paused,
           (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh,
@@ -98,7 +98,7 @@ export const READ_VERDICTS = sql(
 
 /** Breakers that are not plainly closed: the only ones a worker needs to know of. */
 export const READ_BREAKERS = sql(
-  'flow_read_breakers',
+  'control_read_breakers',
   `SELECT destination, state, failures,
           greatest(0, extract(epoch FROM coalesce(open_until, now()) - now()) * 1000)::float8 AS open_ms
      FROM stampeded_breakers
@@ -106,7 +106,7 @@ export const READ_BREAKERS = sql(
 );
 
 export const LIST_BREAKERS = sql(
-  'flow_list_breakers',
+  'control_list_breakers',
   `SELECT destination, state, failures, window_started_at, opened_at, open_until, probe_by::text AS probe_by,
           probe_at, opened_by, reason, updated_at
      FROM stampeded_breakers
@@ -114,23 +114,23 @@ export const LIST_BREAKERS = sql(
 );
 
 export const BREAKER_FAILURE = sql(
-  'flow_breaker_failure',
+  'control_breaker_failure',
   `SELECT state, was_open, open_ms::float8 AS open_ms FROM stampeded_breaker_failure($1, $2, $3, $4, $5, $6)`,
 );
 
-export const BREAKER_SUCCESS = sql('flow_breaker_success', `SELECT stampeded_breaker_success($1, $2) AS state`);
+export const BREAKER_SUCCESS = sql('control_breaker_success', `SELECT stampeded_breaker_success($1, $2) AS state`);
 
 export const BREAKER_PROBE = sql(
-  'flow_breaker_probe',
+  'control_breaker_probe',
   `SELECT verdict, wait_ms::float8 AS wait_ms FROM stampeded_breaker_probe($1, $2, $3)`,
 );
 
 export const BREAKER_TRIP = sql(
-  'flow_breaker_trip',
+  'control_breaker_trip',
   `SELECT state, open_until FROM stampeded_breaker_trip($1, $2, $3, $4)`,
 );
 
-export const BREAKER_RESET = sql('flow_breaker_reset', `SELECT stampeded_breaker_reset($1) AS closed`);
+export const BREAKER_RESET = sql('control_breaker_reset', `SELECT stampeded_breaker_reset($1) AS closed`);
 
 /**
  * Per tenant on these queues: jobs running across the fleet, and whether any
@@ -140,7 +140,7 @@ export const BREAKER_RESET = sql('flow_breaker_reset', `SELECT stampeded_breaker
  * probe like any other tenant.
  */
 export const READ_TENANTS = sql(
-  'flow_read_tenants',
+  'control_read_tenants',
   `WITH RECURSIVE waiting(tenant_id) AS (
        (SELECT tenant_id FROM stampeded_jobs
          WHERE queue = ANY ($1::text[]) AND tenant_id IS NOT NULL
@@ -164,6 +164,6 @@ export const READ_TENANTS = sql(
 );
 
 export const CLAIM_FAIR = sql(
-  'flow_claim_fair',
+  'control_claim_fair',
   `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`,
 );

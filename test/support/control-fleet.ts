@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const FIXTURE = fileURLToPath(new URL('../fixtures/flow-process.mjs', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../fixtures/control-process.mjs', import.meta.url));
 
-export interface FlowProcessConfig {
+export interface ControlProcessConfig {
   url: string;
   stampeded?: Record<string, unknown>;
   queues?: Record<string, unknown>[];
@@ -11,8 +11,8 @@ export interface FlowProcessConfig {
   downFile?: string;
 }
 
-/** A worker process of test/fixtures/flow-process.mjs, reporting JSON lines. */
-export class FlowProcess {
+/** A worker process of test/fixtures/control-process.mjs, reporting JSON lines. */
+export class ControlProcess {
   private readonly lines: Record<string, unknown>[] = [];
   private readonly listeners = new Set<() => void>();
   private stderr = '';
@@ -39,12 +39,12 @@ export class FlowProcess {
     void this.exited.then(() => this.listeners.forEach((l) => l()));
   }
 
-  static start(config: FlowProcessConfig): FlowProcess {
+  static start(config: ControlProcessConfig): ControlProcess {
     const child = spawn(process.execPath, [FIXTURE], {
-      env: { ...process.env, NODE_OPTIONS: '', STAMPEDED_FLOW_FIXTURE: JSON.stringify(config) },
+      env: { ...process.env, NODE_OPTIONS: '', STAMPEDED_CONTROL_FIXTURE: JSON.stringify(config) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    return new FlowProcess(child);
+    return new ControlProcess(child);
   }
 
   /** The tail of the process's stderr: its warnings. */
@@ -66,7 +66,7 @@ export class FlowProcess {
       const check = () => {
         const found = this.lines.find((l) => l.event === event);
         if (found) return done(() => resolve(found));
-        if (!this.alive) done(() => reject(new Error(`flow process exited before "${event}". stderr:\n${this.stderr}`)));
+        if (!this.alive) done(() => reject(new Error(`control process exited before "${event}". stderr:\n${this.stderr}`)));
       };
       const timer = setTimeout(() => done(() => reject(new Error(`no "${event}" within ${timeoutMs} ms. stderr:\n${this.stderr}`))), timeoutMs);
       const done = (settle: () => void) => {

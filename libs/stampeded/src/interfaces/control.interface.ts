@@ -1,8 +1,8 @@
 import type { Duration } from './maintenance.interface.js';
 
-/** A queue's policy: in registerQueue({ policy }) or FlowService.setPolicy(). */
+/** A queue's policy: in registerQueue({ policy }) or QueueControlService.setPolicy(). */
 export interface QueuePolicy {
-  /** Claimed plus executing across the fleet. Soft: docs/flow-control.md has the measured overshoot. */
+  /** Claimed plus executing across the fleet. Soft: docs/queue-control.md has the measured overshoot. */
   maxRunning?: number | null;
   /** How long the next job in claim order may wait before the queue is rushed. */
   maxWaitSecs?: number | null;
@@ -28,7 +28,7 @@ export interface FairnessOptions {
   retryDelay?: Duration;
 }
 
-export interface FlowOptions {
+export interface ControlOptions {
   /** How often the maintenance leader re-decides every queue's verdict. Default 2000 ms. */
   plannerInterval?: Duration;
   /** A verdict older than this counts as steady, so a dead planner degrades to round robin. Default '15s'. */

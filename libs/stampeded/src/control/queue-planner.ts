@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { MaintenanceTask } from '../maintenance/maintenance-task.js';
-import { PLANNER_INPUTS, WRITE_VERDICTS } from '../sql/flow.sql.js';
+import { PLANNER_INPUTS, WRITE_VERDICTS } from '../sql/control.sql.js';
 import { decideVerdict, QUEUE_POLICY_TREE, type QueueFacts, type Verdict } from './queue-policy.tree.js';
-import type { FlowConfig } from './flow.config.js';
+import type { ControlConfig } from './control.config.js';
 
 interface PlannerRow {
   queue: string;
@@ -27,7 +27,7 @@ export class QueuePlanner implements MaintenanceTask {
 
   constructor(
     private readonly db: StampededDatabase,
-    private readonly config: FlowConfig,
+    private readonly config: ControlConfig,
   ) {}
 
   get intervalMs(): number {

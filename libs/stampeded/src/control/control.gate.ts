@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
-import type { BreakerState } from '../interfaces/flow.interface.js';
+import type { BreakerState } from '../interfaces/control.interface.js';
 import type { FailureRecord } from '../worker/outcome-recorder.js';
 import { BreakerOpenError, UnrecoverableError } from '../errors/stampeded.errors.js';
 import { BREAKER_IS_OPEN, TENANT_OVER_SHARE } from '../stampeded.messages.js';
@@ -13,8 +13,8 @@ import {
   READ_BREAKERS,
   READ_TENANTS,
   READ_VERDICTS,
-} from '../sql/flow.sql.js';
-import { breakerConfigFor, type FlowConfig } from './flow.config.js';
+} from '../sql/control.sql.js';
+import { breakerConfigFor, type ControlConfig } from './control.config.js';
 
 interface QueueView {
   verdict: 'steady' | 'rush' | 'hold';
@@ -47,14 +47,14 @@ interface TenantView {
 const jitter = (ms: number) => Math.round(ms * (1 + Math.random() * 0.2));
 
 /**
- * One worker's view of flow control, refreshed from the database every
+ * One worker's view of queue control, refreshed from the database every
  * refreshInterval: which of its queues are held or rushed and how much room a
  * capped queue has, which destinations' breakers are not closed, and how many
  * jobs each tenant runs across the fleet. The worker asks it, synchronously
  * on the hot path, where to claim and whether to run a job; only a breaker's
  * probe and breaker bookkeeping go to the database.
  */
-export class FlowGate {
+export class ControlGate {
   private readonly logger = new Logger('Stampeded');
   private queues = new Map<string, QueueView>();
   private breakers = new Map<string, BreakerView>();
@@ -63,7 +63,7 @@ export class FlowGate {
    * refresh that started before a change returns the state before it, and
    * replacing the map with it reopened a window, up to a refresh interval
    * long, in which a breaker this worker had just tripped read closed and
-   * its destination's next job ran (seen in test/flow-breakers.e2e-spec.ts).
+   * its destination's next job ran (seen in test/control-breakers.e2e-spec.ts).
    */
   private readonly breakerChanges = new Map<string, number>();
   private breakerChangeCount = 0;
@@ -88,7 +88,7 @@ export class FlowGate {
 
   constructor(
     private readonly db: StampededDatabase,
-    private readonly config: FlowConfig,
+    private readonly config: ControlConfig,
     private readonly workerId: string,
     private readonly workedQueues: string[],
     private readonly concurrency: number,
@@ -160,7 +160,7 @@ export class FlowGate {
       );
     } catch (err) {
       // Keep the last view: a database blip must not un-pause a queue or close a breaker.
-      this.logger.warn(`flow control could not read the fleet's state (${(err as Error).message}); keeping the last view`);
+      this.logger.warn(`queue control could not read the fleet's state (${(err as Error).message}); keeping the last view`);
     }
   }
 

@@ -3,14 +3,14 @@ import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { DESTINATION_REQUIRED, INVALID_FLOW_OPTION, QUEUE_NAME_REQUIRED } from '../stampeded.messages.js';
+import { DESTINATION_REQUIRED, INVALID_CONTROL_OPTION, QUEUE_NAME_REQUIRED } from '../stampeded.messages.js';
 import { durationMs } from '../maintenance/maintenance.config.js';
-import { BREAKER_RESET, BREAKER_TRIP, LIST_BREAKERS, LIST_POLICIES, SET_VERDICT, UPSERT_POLICY } from '../sql/flow.sql.js';
+import { BREAKER_RESET, BREAKER_TRIP, LIST_BREAKERS, LIST_POLICIES, SET_VERDICT, UPSERT_POLICY } from '../sql/control.sql.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
-import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/flow.interface.js';
+import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/control.interface.js';
 import type { Duration } from '../interfaces/maintenance.interface.js';
-import { resolveFlowConfig, validateQueuePolicy, type FlowConfig } from './flow.config.js';
-import { FlowGate } from './flow-gate.js';
+import { resolveControlConfig, validateQueuePolicy, type ControlConfig } from './control.config.js';
+import { ControlGate } from './control.gate.js';
 
 function toPolicy(r: Record<string, any>): QueuePolicyRow {
   return {
@@ -40,14 +40,14 @@ function toBreaker(r: Record<string, any>): Breaker {
 }
 
 /**
- * Flow control at run time, for the whole fleet: queue policies, pause and
+ * Queue control at run time, for the whole fleet: queue policies, pause and
  * resume, and the circuit breakers. Everything here is a row in the database
  * that every worker reads within its refresh interval.
  */
 @Injectable()
-export class FlowService implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  readonly config: FlowConfig;
-  private readonly gates = new Set<FlowGate>();
+export class QueueControlService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  readonly config: ControlConfig;
+  private readonly gates = new Set<ControlGate>();
   private declared?: Promise<void>;
 
   constructor(
@@ -55,7 +55,7 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly queues: QueueRegistry,
     @Inject(STAMPEDED_OPTIONS) options: StampededModuleOptions,
   ) {
-    this.config = resolveFlowConfig(options.flow);
+    this.config = resolveControlConfig(options.control);
   }
 
   /** Writes the policies declared with registerQueue({ policy }); a deploy's declaration wins over an earlier setPolicy. */
@@ -75,8 +75,8 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   async setPolicy(queue: string, policy: QueuePolicy): Promise<QueuePolicyRow> {
-    requireName(queue, QUEUE_NAME_REQUIRED('FlowService.setPolicy()'));
-    const { maxRunning, maxWaitSecs } = validateQueuePolicy(`FlowService.setPolicy(${JSON.stringify(queue)})`, policy);
+    requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.setPolicy()'));
+    const { maxRunning, maxWaitSecs } = validateQueuePolicy(`QueueControlService.setPolicy(${JSON.stringify(queue)})`, policy);
     const [row] = await this.db.query(UPSERT_POLICY, [queue, maxRunning, maxWaitSecs]);
     await this.refreshGates();
     return toPolicy(row);
@@ -97,15 +97,15 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
    * the reason "paused by <who>[: <why>]".
    */
   async pause(queue: string, by: { by: string; reason?: string }): Promise<QueuePolicyRow> {
-    requireName(queue, QUEUE_NAME_REQUIRED('FlowService.pause()'));
-    requireName(by?.by, 'FlowService.pause(): say who pauses the queue, as { by: "name" }');
+    requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.pause()'));
+    requireName(by?.by, 'QueueControlService.pause(): say who pauses the queue, as { by: "name" }');
     const [row] = await this.db.query(SET_VERDICT, [queue, 'hold', `paused by ${by.by}${by.reason ? `: ${by.reason}` : ''}`]);
     await this.refreshGates();
     return toPolicy(row);
   }
 
   async resume(queue: string, by: { by?: string } = {}): Promise<QueuePolicyRow> {
-    requireName(queue, QUEUE_NAME_REQUIRED('FlowService.resume()'));
+    requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.resume()'));
     const [row] = await this.db.query(SET_VERDICT, [queue, 'steady', `resumed by ${by.by ?? 'an operator'}`]);
     await this.refreshGates();
     return toPolicy(row);
@@ -117,8 +117,8 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
 
   /** Opens a destination's breaker for every worker, for `for` (default 5 minutes); its jobs are deferred until then. */
   async openBreaker(destination: string, options: { for?: Duration; by?: string; reason?: string } = {}): Promise<Breaker> {
-    requireName(destination, DESTINATION_REQUIRED('FlowService.openBreaker()'));
-    const ms = options.for === undefined ? 5 * 60_000 : durationMs('openBreaker({ for })', options.for, INVALID_FLOW_OPTION);
+    requireName(destination, DESTINATION_REQUIRED('QueueControlService.openBreaker()'));
+    const ms = options.for === undefined ? 5 * 60_000 : durationMs('openBreaker({ for })', options.for, INVALID_CONTROL_OPTION);
     await this.db.query(BREAKER_TRIP, [destination, ms, options.by ?? 'operator', options.reason ?? 'opened by an operator']);
     await this.refreshGates();
     return (await this.breakers()).find((b) => b.destination === destination)!;
@@ -126,16 +126,16 @@ export class FlowService implements OnApplicationBootstrap, BeforeApplicationShu
 
   /** Closes a destination's breaker: its deferred jobs run when their retry time comes. */
   async closeBreaker(destination: string): Promise<boolean> {
-    requireName(destination, DESTINATION_REQUIRED('FlowService.closeBreaker()'));
+    requireName(destination, DESTINATION_REQUIRED('QueueControlService.closeBreaker()'));
     const rows = await this.db.query(BREAKER_RESET, [destination]);
     await this.refreshGates();
     return rows[0]?.closed === true;
   }
 
-  /** A worker's view of flow control; started before the worker claims anything. Internal: the worker orchestrator calls it. */
-  async gateFor(workerId: string, queues: string[], concurrency: number): Promise<FlowGate> {
+  /** A worker's view of queue control; started before the worker claims anything. Internal: the worker orchestrator calls it. */
+  async gateFor(workerId: string, queues: string[], concurrency: number): Promise<ControlGate> {
     await this.declarePolicies();
-    const gate = new FlowGate(this.db, this.config, workerId, queues, concurrency);
+    const gate = new ControlGate(this.db, this.config, workerId, queues, concurrency);
     await gate.start();
     this.gates.add(gate);
     return gate;

@@ -1,11 +1,11 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { FlowService, JobEvents, MaintenanceService, StampededConfigError, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
+import { QueueControlService, JobEvents, MaintenanceService, StampededConfigError, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { FlowProcess } from './support/flow-fleet.js';
+import { ControlProcess } from './support/control-fleet.js';
 
-const LONG = process.env.STAMPEDED_FLOW_LONG === '1';
+const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 
 @Task('plain-work', { queue: 'plain' })
 class PlainWork implements TaskHandler {
@@ -17,11 +17,11 @@ class RushedWork implements TaskHandler {
   handle() {}
 }
 
-describe('flow control: queue policies, the planner and its verdicts', () => {
+describe('queue control: queue policies, the planner and its verdicts', () => {
   let db: TestDatabase;
   let sql: pg.Client;
   const apps: INestApplicationContext[] = [];
-  const fleet: FlowProcess[] = [];
+  const fleet: ControlProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -46,8 +46,8 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
     return app;
   }
 
-  function start(config: Omit<Parameters<typeof FlowProcess.start>[0], 'url'>): FlowProcess {
-    const p = FlowProcess.start({ url: db.url, ...config });
+  function start(config: Omit<Parameters<typeof ControlProcess.start>[0], 'url'>): ControlProcess {
+    const p = ControlProcess.start({ url: db.url, ...config });
     fleet.push(p);
     return p;
   }
@@ -62,10 +62,10 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
 
   it('the planner holds a queue at max_running, rushes one whose head waited past max_wait_secs, and says which branch decided', async () => {
     const app = await boot({ stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
-    const flow = app.get(FlowService);
-    await flow.setPolicy('capped', { maxRunning: 2 });
-    await flow.setPolicy('waiting', { maxWaitSecs: 5 });
-    await flow.setPolicy('calm', { maxRunning: 10, maxWaitSecs: 60 });
+    const control = app.get(QueueControlService);
+    await control.setPolicy('capped', { maxRunning: 2 });
+    await control.setPolicy('waiting', { maxWaitSecs: 5 });
+    await control.setPolicy('calm', { maxRunning: 10, maxWaitSecs: 60 });
     // Two jobs of 'capped' running somewhere; the head of 'waiting' due for a minute.
     await sql.query(
       `INSERT INTO stampeded_jobs (queue, task, state, attempt, claimed_by, claimed_at, heartbeat_at)
@@ -83,22 +83,23 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
       { queue: 'waiting', verdict: 'rush', reason: expect.stringMatching(/^max_wait_secs: head waited (59|6\d)\.\ds, more than 5s$/), running: 0, fresh: true },
     ]);
     // Readable through the service too, as the dashboard and the CLI read the table.
-    expect(await flow.policy('capped')).toMatchObject({ verdict: 'hold', maxRunning: 2, running: 2, paused: false });
+    expect(await control.policy('capped')).toMatchObject({ verdict: 'hold', maxRunning: 2, running: 2, paused: false });
   });
 
-  it('refuses bad policies and flow options before anything is written', async () => {
+  it('refuses bad policies and control options before anything is written', async () => {
     const app = await boot({ stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
-    const flow = app.get(FlowService);
-    await expect(flow.setPolicy('q', { maxRunning: 0 })).rejects.toThrow(/policy\.maxRunning must be a whole number from 1/);
-    await expect(flow.setPolicy('q', { maxWait: 3 } as never)).rejects.toThrow(/unknown option "maxWait"/);
-    await expect(flow.pause('q', {} as never)).rejects.toThrow(/say who pauses/);
+    const control = app.get(QueueControlService);
+    await expect(control.setPolicy('q', { maxRunning: 0 })).rejects.toThrow(/policy\.maxRunning must be a whole number from 1/);
+    await expect(control.setPolicy('q', { maxWait: 3 } as never)).rejects.toThrow(/unknown option "maxWait"/);
+    await expect(control.pause('q', {} as never)).rejects.toThrow(/say who pauses/);
     expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_queue_policies`)).rows[0].n).toBe(0);
-    await expect(bootApp(db.url, { stampeded: { flow: { freshness: 1000, plannerInterval: 2000 } } })).rejects.toThrow(StampededConfigError);
-    await expect(bootApp(db.url, { stampeded: { flow: { breakers: { default: { threshold: -1 } } } } })).rejects.toThrow(
-      /flow\.breakers\.default\.threshold must be a whole number greater than 0/,
+    await expect(bootApp(db.url, { stampeded: { control: { freshness: 1000, plannerInterval: 2000 } } })).rejects.toThrow(StampededConfigError);
+    await expect(bootApp(db.url, { stampeded: { control: { breakers: { default: { threshold: -1 } } } } })).rejects.toThrow(
+      /control\.breakers\.default\.threshold must be a whole number greater than 0/,
     );
-    await expect(bootApp(db.url, { stampeded: { flow: { fairness: { weights: { a: 'x' } } } as never } })).rejects.toThrow(/fairness\.weights\.a/);
+    await expect(bootApp(db.url, { stampeded: { control: { fairness: { weights: { a: 'x' } } } as never } })).rejects.toThrow(/fairness\.weights\.a/);
     await expect(bootApp(db.url, { queues: [{ name: 'q', policy: { maxRunning: 1.5 } }] })).rejects.toThrow(/registerQueue\("q"\): policy\.maxRunning/);
+    await expect(bootApp(db.url, { stampeded: { flow: { fairness: true } } as never })).rejects.toThrow(/the option "flow" is now "control"/);
   });
 
   it('claims nothing from a queue held by a fresh verdict, and treats a verdict older than the freshness window as steady', async () => {
@@ -107,7 +108,7 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
     await enqueue('plain', 'plain-work', 5);
     const app = await boot({
       providers: [PlainWork],
-      stampeded: { maintenance: { enabled: false }, flow: { freshness: '3s', plannerInterval: 1000, refreshInterval: 200 } },
+      stampeded: { maintenance: { enabled: false }, control: { freshness: '3s', plannerInterval: 1000, refreshInterval: 200 } },
     });
     const claimed: string[] = [];
     app.get(JobEvents).events$.subscribe((e) => e.type === 'active' && claimed.push(e.job.id));
@@ -139,10 +140,10 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
   });
 
   it("pauses a queue for every worker process until resumed; the planner keeps the pause; the dashboard's hold is the same hold", async () => {
-    const stampeded = { worker: { concurrency: 5, pollIntervalMs: 100 }, maintenance: { leaderCheckIntervalMs: 200 }, flow: { plannerInterval: 300, refreshInterval: 100 } };
+    const stampeded = { worker: { concurrency: 5, pollIntervalMs: 100 }, maintenance: { leaderCheckIntervalMs: 200 }, control: { plannerInterval: 300, refreshInterval: 100 } };
     const app = await boot({ stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
-    const flow = app.get(FlowService);
-    const paused = await flow.pause('plain', { by: 'ana', reason: 'migrating the mail server' });
+    const control = app.get(QueueControlService);
+    const paused = await control.pause('plain', { by: 'ana', reason: 'migrating the mail server' });
     expect(paused).toMatchObject({ verdict: 'hold', reason: 'paused by ana: migrating the mail server', paused: true });
 
     const workers = [start({ stampeded }), start({ stampeded }), start({ stampeded })];
@@ -153,9 +154,9 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
     const planned = leader.count('planned');
     await waitFor(() => leader.count('planned') >= planned + 3, 'three planner runs');
     expect(await counts('plain')).toEqual({ available: 30 });
-    expect(await flow.policy('plain')).toMatchObject({ verdict: 'hold', reason: 'paused by ana: migrating the mail server' });
+    expect(await control.policy('plain')).toMatchObject({ verdict: 'hold', reason: 'paused by ana: migrating the mail server' });
 
-    await flow.resume('plain', { by: 'ana' });
+    await control.resume('plain', { by: 'ana' });
     await waitFor(async () => (await counts('plain')).completed === 30, 'the resumed queue to drain');
 
     // The dashboard's and the CLI's pause (libs/dashboard SET_QUEUE_VERDICT) is obeyed the same way.
@@ -179,7 +180,7 @@ describe('flow control: queue policies, the planner and its verdicts', () => {
     const stampeded = {
       worker: { concurrency: 10, pollIntervalMs: 100 },
       maintenance: { leaderCheckIntervalMs: 200 },
-      flow: { plannerInterval: 250, refreshInterval: 100 },
+      control: { plannerInterval: 250, refreshInterval: 100 },
     };
     const queues = [{ name: 'capped', policy: { maxRunning } }];
     // One first: processes that provision the same queue's partition at the same moment race (QueueRegistry.provision).

@@ -2,14 +2,14 @@ import type pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { FlowProcess } from './support/flow-fleet.js';
+import { ControlProcess } from './support/control-fleet.js';
 
-const LONG = process.env.STAMPEDED_FLOW_LONG === '1';
+const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 
-describe('flow control: a fair share of the running slots per tenant', () => {
+describe('queue control: a fair share of the running slots per tenant', () => {
   let db: TestDatabase;
   let sql: pg.Client;
-  const fleet: FlowProcess[] = [];
+  const fleet: ControlProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -27,8 +27,8 @@ describe('flow control: a fair share of the running slots per tenant', () => {
     await db?.drop();
   });
 
-  function start(stampeded: Record<string, unknown>): FlowProcess {
-    const p = FlowProcess.start({ url: db.url, stampeded });
+  function start(stampeded: Record<string, unknown>): ControlProcess {
+    const p = ControlProcess.start({ url: db.url, stampeded });
     fleet.push(p);
     return p;
   }
@@ -38,7 +38,7 @@ describe('flow control: a fair share of the running slots per tenant', () => {
     const stampeded = {
       worker: { concurrency: 5, pollIntervalMs: 100 },
       maintenance: { enabled: false },
-      flow: { fairness: true, refreshInterval: 200 },
+      control: { fairness: true, refreshInterval: 200 },
     };
     const workers = [start(stampeded), start(stampeded), start(stampeded)];
     await Promise.all(workers.map((w) => w.waitFor('ready')));
