@@ -14,7 +14,7 @@ export { QueueControlService } from './control/queue-control.service.js';
 export { SchedulesService } from './scheduler/schedules.service.js';
 export type { ScheduleOccurrence } from './scheduler/schedules.service.js';
 export { JobAbortedError } from './worker/worker.js';
-export { retryDelayMs } from './worker/backoff.js';
+export { DEFAULT_RETRY_POLICY } from './worker/retry-policy.js';
 export { WorkerExitedError } from './isolation/process-task.runner.js';
 export { migrate } from './sql/migrations/migrate.js';
 export type { MigrateOptions, MigrateTarget } from './sql/migrations/migrate.js';
@@ -32,6 +32,7 @@ export { JOB_STATES } from './interfaces/job.interface.js';
 export type { Job, JobState, FailureKind, JobErrorEntry, QueueCounts } from './interfaces/job.interface.js';
 export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod } from './interfaces/job-options.interface.js';
 export type { TaskOptions, JobContext, TaskHandler } from './interfaces/task.interface.js';
+export type { RetryPolicy, RetryDecision, FailedAttempt, RetryableFailureKind } from './interfaces/retry-policy.interface.js';
 export type { JobEvent, JobEventType } from './interfaces/job-event.interface.js';
 export type {
   StampededModuleOptions,

@@ -1,3 +1,5 @@
+import { inspect } from 'node:util';
+
 // Every error Stampeded raises says what was wrong and what to do about it.
 
 export const SERVER_TOO_OLD = (found: string) =>
@@ -39,6 +41,18 @@ export const UNKNOWN_OPTIONS = (where: string, unknown: string[], allowed: reado
 
 export const RENAMED_OPTION = (where: string, old: string, renamed: string) =>
   `${where}: the option "${old}" is now "${renamed}", with the same settings. Rename it (see CHANGELOG.md).`;
+
+export const INVALID_RETRY_POLICY = (where: string, got: unknown) =>
+  `${where}: retryPolicy must be a function (failure) => decision or an object with a nextRetry(failure) method, got ${inspect(got, { depth: 1, breakLength: Infinity })}. ` +
+  `Return { retry: true, delayMs } to run the job again, or { retry: false } to give up.`;
+
+export const RETRY_POLICY_THREW = (task: string, jobId: string, error: string) =>
+  `the retry policy of task "${task}" threw while deciding job ${jobId}; the default backoff decides instead. ` +
+  `Make nextRetry() return a decision for every failure. It threw: ${error}`;
+
+export const INVALID_RETRY_DECISION = (task: string, jobId: string, got: unknown) =>
+  `the retry policy of task "${task}" answered ${inspect(got, { depth: 2, breakLength: Infinity })} for job ${jobId}; the default backoff decides instead. ` +
+  `Return { retry: true, delayMs } with delayMs a finite number of milliseconds, 0 or more, or { retry: false }.`;
 
 export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
 

@@ -131,40 +131,43 @@ export class BreakerGate {
     return this.askForProbe(job);
   }
 
-  /** A handler threw. Returns the failure to record: a breaker's doing is deferred, not failed. */
-  async failed(job: Job, err: unknown, failure: FailureRecord): Promise<FailureRecord> {
+  /**
+   * A handler threw `err` (written as `error`). A breaker's doing is deferred,
+   * not failed: returns that deferral, or undefined when the failure is the
+   * job's own, for the task's retry policy (worker/retry-policy.ts).
+   */
+  async failed(job: Job, err: unknown, error: string): Promise<FailureRecord | undefined> {
     const destination = job.destination;
     const probe = this.probes.delete(job.id);
-    if (err instanceof BreakerOpenError) {
-      if (!destination) return { kind: 'raised', error: failure.error, retryDelayMs: Math.max(0, err.cooldownMs) };
+    if (err instanceof BreakerOpenError && destination) {
       try {
         await this.db.query(BREAKER_TRIP, [destination, Math.max(1, Math.round(err.cooldownMs)), 'handler', err.message]);
         this.set(destination, { state: 'open', failures: 0, openUntil: Date.now() + err.cooldownMs, reason: err.message });
       } catch (tripErr) {
         this.logger.warn(`could not open the breaker of destination "${destination}" (${(tripErr as Error).message})`);
       }
-      return deferral('breaker_open', failure.error, Math.max(1, err.cooldownMs));
+      return deferral('breaker_open', error, Math.max(1, err.cooldownMs));
     }
-    if (!destination || err instanceof UnrecoverableError) return failure;
+    if (!destination || err instanceof UnrecoverableError) return undefined;
     const breaker = breakerConfigFor(this.config, destination);
-    if (!breaker.enabled) return failure;
+    if (!breaker.enabled) return undefined;
     try {
       const [row] = await this.db.query(BREAKER_FAILURE, [
-        destination, breaker.threshold, breaker.windowMs, breaker.cooldownMs, firstLine(failure.error), probe,
+        destination, breaker.threshold, breaker.windowMs, breaker.cooldownMs, firstLine(error), probe,
       ]);
       const openMs = Number(row.open_ms);
       this.set(destination, {
-        state: row.state, failures: row.state === 'closed' ? 1 : 0, openUntil: Date.now() + openMs, reason: firstLine(failure.error),
+        state: row.state, failures: row.state === 'closed' ? 1 : 0, openUntil: Date.now() + openMs, reason: firstLine(error),
       });
       if (row.state === 'open' && !probe && row.was_open) {
         // The breaker opened while this job ran, on other jobs' evidence:
         // this failure is the destination's, not the job's.
-        return deferral('breaker_open', failure.error, Math.max(1, openMs));
+        return deferral('breaker_open', error, Math.max(1, openMs));
       }
     } catch (breakerErr) {
       this.logger.warn(`could not count a failure of destination "${destination}" (${(breakerErr as Error).message})`);
     }
-    return failure;
+    return undefined;
   }
 
   /** A job completed: a probe's success closes its breaker; any success clears the count of recent failures. */

@@ -141,9 +141,9 @@ export class ControlGate {
     this.verdicts.recorded(job);
   }
 
-  /** A handler threw. Returns the failure to record: a breaker's doing is deferred, not failed. */
-  failed(job: Job, err: unknown, failure: FailureRecord): Promise<FailureRecord> {
-    return this.breakers.failed(job, err, failure);
+  /** A handler threw: the breaker's deferral, or undefined when the failure is the job's own (see BreakerGate.failed). */
+  failed(job: Job, err: unknown, error: string): Promise<FailureRecord | undefined> {
+    return this.breakers.failed(job, err, error);
   }
 
   /** A job completed: its outcome is written, and its destination's breaker hears of the success. */

@@ -4,11 +4,11 @@ import type { TaskRegistry, RegisteredTask } from '../explorer/task.registry.js'
 import type { JobEvents } from '../events/job-events.js';
 import type { JobEvent, JobEventType } from '../interfaces/job-event.interface.js';
 import type { Job } from '../interfaces/job.interface.js';
-import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
 import { CLAIM_BATCH } from '../sql/jobs.sql.js';
 import { UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
-import { retryDelayMs } from './backoff.js';
+import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
+import { describeError } from './describe-error.js';
 import { AutoPrefetch } from './auto-prefetch.js';
 import { ClaimCursor } from './claim-cursor.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
@@ -102,7 +102,7 @@ export class Worker {
   private readonly runHooks: JobRunHooks<RunningJob> = {
     signalOf: (entry) => this.signalOf(entry),
     onAlive: (entry) => this.armDeadline(entry, Date.now()),
-    onLost: (entry, reason) => this.abandon(entry, 'lost', reason),
+    onLost: (entry, reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
   };
   private readonly emptyQueues = new Set<string>();
   /** Where each queue's next claim starts (migration 10). */
@@ -427,13 +427,10 @@ export class Worker {
     const task = this.tasks.get(job.task);
     if (!task) {
       this.settle(entry);
-      return this.recordFailure(job, {
-        kind: 'raised',
-        error:
-          `No handler for task "${job.task}" in this worker (pid ${process.pid}; tasks here: ${this.tasks.names().join(', ') || 'none'}). ` +
-          `It will be retried: deploy a worker that has the task, or fix the task name.`,
-        retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs),
-      });
+      const error =
+        `No handler for task "${job.task}" in this worker (pid ${process.pid}; tasks here: ${this.tasks.names().join(', ') || 'none'}). ` +
+        `It will be retried: deploy a worker that has the task, or fix the task name.`;
+      return this.recordFailure(job, this.handlerFailure({ job, error, kind: 'raised' }, undefined, error));
     }
     // Queue control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
     const refusal = this.config.control?.admit(job);
@@ -454,8 +451,10 @@ export class Worker {
       this.settle(entry);
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
       this.config.tracer?.raised(job, err);
-      const failure = this.classify(job, err);
-      return this.recordFailure(job, this.config.control ? await this.config.control.failed(job, err, failure) : failure);
+      const error = describeError(err);
+      const deferral = await this.config.control?.failed(job, err, error);
+      const kind = (err as { workerExited?: boolean }).workerExited ? 'worker_exited' : 'raised';
+      return this.recordFailure(job, deferral ?? this.handlerFailure({ job, error: err, kind }, task, error));
     }
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
@@ -477,15 +476,9 @@ export class Worker {
     return Promise.resolve(task.instance.handle(job.args, ctx));
   }
 
-  private classify(job: Job, err: unknown): FailureRecord {
-    const error = describeError(err);
-    if (err instanceof UnrecoverableError) return { kind: 'unrecoverable', error, retryDelayMs: null };
-    if (err instanceof RetryAfterError) return { kind: 'raised', error, retryDelayMs: Math.max(0, err.delayMs) };
-    const exitStatus = (err as { exitStatus?: number }).exitStatus;
-    if ((err as { workerExited?: boolean }).workerExited) {
-      return { kind: 'worker_exited', error, retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs), exitStatus };
-    }
-    return { kind: 'raised', error, retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs) };
+  /** The failure to record, as the task's retry policy decides it. */
+  private handlerFailure(failure: HandlerFailure, task: RegisteredTask | undefined, error: string): FailureRecord {
+    return failureRecord(failure, decideRetry(failure), error);
   }
 
   private armDeadline(entry: RunningJob, from: number): void {
@@ -496,21 +489,19 @@ export class Worker {
   private async timeOut(entry: RunningJob): Promise<void> {
     if (entry.settled) return;
     const { job } = entry;
-    this.abandon(entry, 'timed_out', `job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
-    await this.recordFailure(job, {
-      kind: 'timed_out',
-      error: `exceeded expire_seconds (${job.expireSeconds}) without a touch`,
-      retryDelayMs: retryDelayMs(job.attempt, job.backoffBaseMs, job.backoffMaxMs),
-    });
+    const aborted = new JobAbortedError(`job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
+    this.abandon(entry, 'timed_out', aborted);
+    const failure: HandlerFailure = { job, error: aborted, kind: 'timed_out' };
+    await this.recordFailure(job, this.handlerFailure(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
   }
 
   /** Frees the slot and fires the handler's signal; what follows depends on why. */
-  private abandon(entry: RunningJob, reason: NonNullable<RunningJob['abortReason']>, message: string): void {
+  private abandon(entry: RunningJob, reason: NonNullable<RunningJob['abortReason']>, error: JobAbortedError): void {
     if (entry.settled) return;
     entry.abortReason = reason;
     this.settle(entry);
-    this.abortSignal(entry, new JobAbortedError(message));
-    if (reason === 'lost') this.emit('lost', entry.job, { error: message });
+    this.abortSignal(entry, error);
+    if (reason === 'lost') this.emit('lost', entry.job, { error: error.message });
   }
 
   /**
@@ -527,14 +518,16 @@ export class Worker {
     if (running.length || buffered.length) {
       this.logger.warn(`${message}: stopping ${running.length} running job(s) and giving back ${buffered.length} unstarted`);
     }
-    for (const entry of running) {
+    const failures = running.map((entry): HandlerFailure => {
+      const aborted = new JobAbortedError(message);
       entry.abortReason = 'lost';
       this.settle(entry);
-      this.abortSignal(entry, new JobAbortedError(message));
-    }
+      this.abortSignal(entry, aborted);
+      return { job: entry.job, error: aborted, kind: 'heartbeat_lost' };
+    });
     await Promise.all([
       ...buffered.map((job) => this.giveBack(job)),
-      ...running.map((entry) => this.recordFailure(entry.job, { kind: 'heartbeat_lost', error: message, retryDelayMs: 0 })),
+      ...failures.map((failure) => this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message))),
     ]);
   }
 
@@ -542,7 +535,7 @@ export class Worker {
   cancelled(jobId: string): void {
     const entry = this.running.get(jobId);
     if (entry) {
-      this.abandon(entry, 'cancelled', `job ${jobId} was cancelled`);
+      this.abandon(entry, 'cancelled', new JobAbortedError(`job ${jobId} was cancelled`));
       this.emit('cancelled', entry.job);
       return;
     }
@@ -639,17 +632,4 @@ export class Worker {
 /** The claim index's order, (priority, scheduled_at); the sort is stable, so ties keep the claim's order. */
 function byClaimOrder(a: Job, b: Job): number {
   return a.priority - b.priority || a.scheduledAt.getTime() - b.scheduledAt.getTime();
-}
-
-export function describeError(err: unknown): string {
-  if (err instanceof Error) {
-    const stack = err.stack && err.stack.includes(err.message) ? err.stack : `${err.name}: ${err.message}\n${err.stack ?? ''}`;
-    return stack.trim();
-  }
-  if (typeof err === 'string') return err;
-  try {
-    return JSON.stringify(err) ?? String(err);
-  } catch {
-    return String(err);
-  }
 }
