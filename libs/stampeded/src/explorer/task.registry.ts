@@ -1,18 +1,21 @@
 import { Injectable, type Type } from '@nestjs/common';
-import { DUPLICATE_TASK, NOT_A_TASK_CLASS, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
+import { DUPLICATE_TASK, INVALID_RETRY_POLICY, NOT_A_TASK_CLASS, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { TASK_METADATA } from '../stampeded.constants.js';
 import { validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
 import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
+import type { RetryPolicy } from '../interfaces/retry-policy.interface.js';
 
 export interface RegisteredTask {
   metadata: TaskMetadata;
   instance: TaskHandler<any>;
   className: string;
   classRef: Type<unknown>;
+  /** The task's retryPolicy option as a policy object; undefined: the default. */
+  retryPolicy?: RetryPolicy;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'declaredIn', 'schedule'] as const;
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'declaredIn', 'schedule', 'retryPolicy'] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -29,6 +32,7 @@ export class TaskRegistry {
     if (metadata.isolation !== undefined && metadata.isolation !== 'none' && metadata.isolation !== 'process') {
       throw new StampededConfigError(`${where}: isolation must be 'none' or 'process', got ${JSON.stringify(metadata.isolation)}.`);
     }
+    const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
     if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
       throw new StampededConfigError(TASK_WITHOUT_HANDLE(className, metadata.name));
     }
@@ -36,7 +40,7 @@ export class TaskRegistry {
     if (existing && existing.classRef !== classRef) {
       throw new StampededConfigError(DUPLICATE_TASK(metadata.name, existing.className, className));
     }
-    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef });
+    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef, retryPolicy });
   }
 
   get(name: string): RegisteredTask | undefined {
@@ -57,4 +61,12 @@ export class TaskRegistry {
     if (!metadata) throw new StampededConfigError(NOT_A_TASK_CLASS(classRef.name));
     return metadata.name;
   }
+}
+
+/** The retryPolicy option, a function or an object, as one shape; refused at bootstrap when it is neither. */
+function toRetryPolicy(where: string, option: TaskMetadata['retryPolicy']): RetryPolicy | undefined {
+  if (option === undefined) return undefined;
+  if (typeof option === 'function') return { nextRetry: option };
+  if (option !== null && typeof option === 'object' && typeof (option as { nextRetry?: unknown }).nextRetry === 'function') return option;
+  throw new StampededConfigError(INVALID_RETRY_POLICY(where, option));
 }

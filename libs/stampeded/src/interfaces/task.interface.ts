@@ -1,5 +1,6 @@
 import type { JobOptions } from './job-options.interface.js';
 import type { TaskScheduleOptions } from './schedule.interface.js';
+import type { RetryPolicy } from './retry-policy.interface.js';
 
 export interface TaskOptions extends JobOptions {
   /**
@@ -19,6 +20,14 @@ export interface TaskOptions extends JobOptions {
    * or `{ every: '15m' }`. Upserted at bootstrap under `key` (default: the task name).
    */
   schedule?: TaskScheduleOptions;
+  /**
+   * When a failed job of this task runs again: a function `(failure) => decision`
+   * or an object with `nextRetry(failure)`. `{ retry: true, delayMs }` runs it
+   * again after `delayMs`; `{ retry: false }` gives up and discards it (and
+   * dead-letters it, as spent attempts do). `maxAttempts` still bounds it.
+   * Default: DEFAULT_RETRY_POLICY, exponential from `backoff` with jitter.
+   */
+  retryPolicy?: RetryPolicy | RetryPolicy['nextRetry'];
 }
 
 export interface TaskMetadata extends TaskOptions {

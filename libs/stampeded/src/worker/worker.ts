@@ -478,7 +478,7 @@ export class Worker {
 
   /** The failure to record, as the task's retry policy decides it. */
   private handlerFailure(failure: HandlerFailure, task: RegisteredTask | undefined, error: string): FailureRecord {
-    return failureRecord(failure, decideRetry(failure), error);
+    return failureRecord(failure, decideRetry(failure, task?.retryPolicy), error);
   }
 
   private armDeadline(entry: RunningJob, from: number): void {
