@@ -1,9 +1,19 @@
-// tsc does not copy non-TypeScript files; the migrations' .sql files ship in
-// dist/ beside the compiled code that reads them. npm packs a LICENSE only from
-// the package's own folder, so each shipped package gets a copy of the
-// repository's one.
-import { cpSync, readdirSync, statSync } from 'node:fs';
+// tsc does not copy non-TypeScript files; the migrations' and functions'
+// .sql files ship in dist/ beside the compiled code that reads them. The
+// runner reads every file in dist/sql/functions/, so a file removed from src
+// is removed from dist first. npm packs a LICENSE only from the package's own
+// folder, so each shipped package gets a copy of the repository's one.
+import { cpSync, existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+
+function removeSql(dir) {
+  if (!existsSync(dir)) return;
+  for (const entry of readdirSync(dir)) {
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) removeSql(path);
+    else if (entry.endsWith('.sql')) rmSync(path);
+  }
+}
 
 function copySql(from, to) {
   for (const entry of readdirSync(from)) {
@@ -14,5 +24,8 @@ function copySql(from, to) {
   }
 }
 
-for (const lib of ['libs/stampeded']) copySql(join(lib, 'src'), join(lib, 'dist'));
+for (const lib of ['libs/stampeded']) {
+  removeSql(join(lib, 'dist'));
+  copySql(join(lib, 'src'), join(lib, 'dist'));
+}
 for (const lib of ['libs/stampeded', 'libs/testing', 'libs/dashboard']) cpSync('LICENSE', join(lib, 'LICENSE'));

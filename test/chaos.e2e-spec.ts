@@ -334,7 +334,7 @@ describe('fault suite: one database, four workers', () => {
 
   it('a handler that hangs forever is timed out by its expiry and dead-lettered; the rest run on', async () => {
     // The worker's own timeout and the expirer race for the same attempt:
-    // they once dead-lettered it twice (fixed in migration 6).
+    // they once dead-lettered it twice (stampeded_fail locks the row before it reads it).
     const { rows } = await sql.query(
       `INSERT INTO stampeded_jobs (queue, task, expire_seconds, max_attempts, dead_letter_queue) VALUES ('chaos', 'hangs', 1, 2, 'chaos-dead') RETURNING id::text`,
     );

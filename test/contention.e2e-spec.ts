@@ -3,11 +3,11 @@ import { migrate } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase } from './support/test-app.js';
 
-// Migration 9: the queue counters are spread over slots, and stay exact
+// Migration 5: the queue counters are spread over slots, and stay exact
 // however many connections move jobs at once; a claim locks only what it
 // returns.
 
-describe('contention (migration 9)', () => {
+describe('contention (migration 5)', () => {
   let db: TestDatabase;
   const clients: pg.Client[] = [];
   let sql: pg.Client;

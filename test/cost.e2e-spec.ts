@@ -4,7 +4,7 @@ import { QueueService, SchedulesService, Task, UnrecoverableError, type JobConte
 import { jobSql } from './support/job-sql.js';
 import { bootApp, migratedDatabase, sqlClient, waitFor } from './support/test-app.js';
 
-// Migration 10: jobs removed on completion, and a claim without the expiry
+// Migration 6: jobs removed on completion, and a claim without the expiry
 // index. What they must keep: the fence per job of a batch, exact counters,
 // dedup, failures and dead letters.
 
@@ -191,7 +191,7 @@ describe('removal on completion', () => {
   });
 
   it('leaves a claimed job its dedup key, so that a twin is still refused while it runs', async () => {
-    // The claim sets dedup_scope to itself (migration 10, 4.): the generated key must come out the same.
+    // The claim sets dedup_scope to itself (see stampeded_claim_batch's header): the generated key must come out the same.
     await sql.query(`SELECT stampeded_create_queue('keys')`);
     await sql.query(`INSERT INTO stampeded_jobs (queue, task, dedup_scope, dedup_period) VALUES ('keys', 'a', 's1', 'hour'), ('keys', 'b', NULL, NULL)`);
     const keys = async () => (await sql.query(`SELECT task, encode(dedup_key, 'hex') AS key FROM stampeded_jobs WHERE queue = 'keys' ORDER BY task`)).rows;

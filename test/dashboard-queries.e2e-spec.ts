@@ -122,7 +122,7 @@ describe('dashboard queries', () => {
     expect(indexes.join(' ')).toMatch(new RegExp(expected));
   });
 
-  // No index leads with the task (migration 7's notes: one would cost every
+  // No index leads with the task (migration 4's notes: one would cost every
   // insert a third more WAL): a bounded walk of the primary key in the
   // page's own order, stopped by the inner LIMIT, neither sorting nor
   // reading the table sequentially, also in the generic plan.

@@ -49,7 +49,7 @@ describe('maintenance', () => {
     return app;
   }
 
-  describe('every terminal path ends a job the same way (migration 3)', () => {
+  describe('every terminal path ends a job the same way (stampeded_reap and stampeded_fail)', () => {
     const DEAD = '00000000-0000-7000-8000-00000000dead';
     const LIVE = '00000000-0000-7000-8000-0000000011fe';
     const run = async (text: string, params?: unknown[]) => (await sql.query(text, params)).rows;
@@ -87,14 +87,14 @@ describe('maintenance', () => {
 
     it('the reaper dead-letters a job whose interruption budget is spent, as stampeded_fail does (the seed did not)', async () => {
       // The seed's reaper: the job is discarded, and its dead letter never arrives.
-      await schemaAt('seed_reaper', 2);
+      await schemaAt('seed_reaper', 1);
       const seedReaped = await executingJob(DEAD);
       await sql.query(`SELECT * FROM stampeded_reap(interval '1 minute')`);
       const [{ state: seedState }] = (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [seedReaped])).rows;
       expect(seedState).toBe('discarded');
       expect(await letterOf(seedReaped)).toHaveLength(0);
 
-      // Migration 3, on the same schema.
+      // Every migration and the current functions, on the same schema.
       await schemaAt('seed_reaper');
       const reaped = await executingJob(DEAD);
       const failed = await executingJob(LIVE);
@@ -137,7 +137,7 @@ describe('maintenance', () => {
       const fail = (id: string) =>
         sql.query(`SELECT * FROM stampeded_fail('work', $1, $2, 3::smallint, 'worker_exited', 'child died', NULL, 137)`, [id, LIVE]);
 
-      await schemaAt('seed_last_attempt', 2);
+      await schemaAt('seed_last_attempt', 1);
       const parked = await lastAttempt();
       await fail(parked);
       expect((await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [parked])).rows[0].state).toBe('retryable');

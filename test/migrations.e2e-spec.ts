@@ -19,17 +19,25 @@ describe('migrations', () => {
 
   it('migrate() installs every migration once, in one transaction, and is idempotent', async () => {
     const applied = await migrate(db.url);
-    expect(applied.map((m) => m.version)).toEqual(MIGRATION_FILES.map((m) => m.version));
-    expect(await migrate(db.url)).toEqual([]);
+    expect(applied.migrations.map((m) => m.version)).toEqual(MIGRATION_FILES.map((m) => m.version));
+    expect(applied.functions).toContain('stampeded_claim_batch');
+    expect(await migrate(db.url)).toEqual({ migrations: [], functions: [] });
     const sql = await sqlClient(db.url);
     try {
       const { rows } = await sql.query(`SELECT version FROM stampeded_schema_migrations ORDER BY version`);
       expect(rows.map((r) => r.version)).toEqual(MIGRATION_FILES.map((m) => m.version));
-      // The seed's objects are all there.
-      const { rows: fns } = await sql.query(`SELECT proname FROM pg_proc WHERE proname = ANY($1)`, [
-        ['stampeded_claim', 'stampeded_fail', 'stampeded_reap', 'stampeded_fire_schedule', 'stampeded_complete_many'],
-      ]);
-      expect(fns).toHaveLength(5);
+      // Each function once, at its file's definition; the seed's single-job claim, completion and heartbeat retired.
+      const { rows: fns } = await sql.query(
+        `SELECT proname, count(*)::int AS n FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'stampeded%' GROUP BY proname`,
+      );
+      expect(fns.filter((f) => f.n !== 1)).toEqual([]);
+      const names = fns.map((f) => f.proname);
+      expect(names).toEqual(expect.arrayContaining(['stampeded_claim_batch', 'stampeded_fail', 'stampeded_reap', 'stampeded_complete_many', 'stampeded_checkpoint']));
+      expect(names).not.toEqual(expect.arrayContaining(['stampeded_claim']));
+      expect(names).not.toContain('stampeded_complete');
+      expect(names).not.toContain('stampeded_heartbeat');
+      const { rows: recorded } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_schema_functions`);
+      expect(recorded[0].n).toBe(applied.functions.length);
     } finally {
       await sql.end();
     }
@@ -39,7 +47,8 @@ describe('migrations', () => {
     const dataSource = new DataSource({ type: 'postgres', url: db.url, migrations: stampededMigrations(), migrationsTableName: 'app_migrations' });
     await dataSource.initialize();
     const ran = await dataSource.runMigrations();
-    expect(ran).toHaveLength(MIGRATION_FILES.length);
+    expect(ran).toHaveLength(MIGRATION_FILES.length + 1);
+    expect(ran.at(-1)!.name).toMatch(/^StampededFunctions[0-9a-f]{12}\d{13}$/);
     expect(ran[0].name).toMatch(/^StampededSeed\d{13}$/);
     await dataSource.destroy();
 

@@ -19,6 +19,16 @@ export const SCHEMA_NOT_MIGRATED = (schema: string) =>
   `StampededModule.forRoot({ migrations: 'auto' }), the migrate() helper, the \`stampeded migrate\` command, ` +
   `or add stampededMigrations() to your DataSource's migrations.`;
 
+export const SCHEMA_BEHIND = (schema: string, pending: { migrations: { version: number; name: string }[]; functions: string[] }) =>
+  `Schema "${schema}" is behind this version of Stampeded: ` +
+  [
+    pending.migrations.length ? `migration(s) ${pending.migrations.map((m) => `${m.version} (${m.name})`).join(', ')} not applied` : '',
+    pending.functions.length ? `function(s) ${pending.functions.join(', ')} not at this version's definition` : '',
+  ]
+    .filter(Boolean)
+    .join('; ') +
+  `. Run the pending migrations (migrations: 'auto', migrate(), \`stampeded migrate\`, or your DataSource's migrations with stampededMigrations()).`;
+
 export const DUPLICATE_TASK = (name: string, first: string, second: string) =>
   `Task "${name}" is declared twice, by ${first} and by ${second}. Task names are how jobs find their handler: give one of them another name.`;
 

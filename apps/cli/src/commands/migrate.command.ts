@@ -30,10 +30,11 @@ export function registerMigrate(program: Command): void {
         if ((err as { code?: string }).code) throw connectionError(err, url);
         throw err;
       }
-      const result = { schema: options.schema, version: LATEST_VERSION, applied: applied.map((m) => ({ version: m.version, name: m.name })) };
+      const result = { schema: options.schema, version: LATEST_VERSION, applied: applied.migrations.map((m) => ({ version: m.version, name: m.name })), functions: applied.functions };
       emit(options, result, () =>
-        applied.length
-          ? `schema "${options.schema}" migrated to version ${LATEST_VERSION}: applied ${applied.length} migration(s) in ${Date.now() - started} ms`
+        applied.migrations.length || applied.functions.length
+          ? `schema "${options.schema}" migrated to version ${LATEST_VERSION}: applied ${applied.migrations.length} migration(s) ` +
+            `and ${applied.functions.length} function(s) in ${Date.now() - started} ms`
           : `schema "${options.schema}" is up to date (version ${LATEST_VERSION})`,
       );
     });

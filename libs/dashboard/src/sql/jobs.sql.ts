@@ -38,7 +38,7 @@ const STATE_INDEX_PREDICATE: Record<string, string> = {
  * with a state that no partial index holds (completed, discarded,
  * cancelled). No index leads with the task -- one (task, queue, id) was
  * measured adding a third to the WAL of every insert and a fifth to that of
- * every claim and completion (migration 7's notes) -- and walking the primary
+ * every claim and completion (migration 4's notes) -- and walking the primary
  * key until a page matched read every other queue's partition to its end for
  * a task that lives in one queue: 314 ms on a million jobs, more as the
  * table grows. A queue, tenant, destination or indexed state reads its own
@@ -224,7 +224,7 @@ export const DISCARD_JOB = sql(
  * Errors grouped by fingerprint (the schema's normalised hash of the message),
  * over jobs that are failing now: retrying or discarded.
  *
- * Counted from stampeded_jobs_failing_idx (migration 7) alone: it holds only
+ * Counted from stampeded_jobs_failing_idx (migration 4) alone: it holds only
  * failing jobs, with every column the groups are made of, so the groups come
  * from an index-only scan; then each of the page's groups takes its newest
  * job as its example, one descent of the same index each. Read through the

@@ -5,5 +5,5 @@ export const METRIC_COUNTS = sql('metrics_counts', `SELECT queue, state, sum(n):
 
 export const METRIC_VERDICTS = sql('metrics_verdicts', `SELECT queue, verdict FROM stampeded_queue_policies`);
 
-/** Circuit breakers per destination (queue control, migration 5): a small table keyed by destination. */
+/** Circuit breakers per destination (migration 3): a small table keyed by destination. */
 export const METRIC_BREAKERS = sql('metrics_breakers', `SELECT destination, state FROM stampeded_breakers`);

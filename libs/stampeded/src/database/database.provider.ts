@@ -2,9 +2,9 @@ import { Logger, type Provider } from '@nestjs/common';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
-import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_NOT_MIGRATED } from '../stampeded.messages.js';
+import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { assertSchemaName, assertServerVersion, LATEST_VERSION, appliedVersions } from '../sql/migrations/migrations.js';
+import { assertSchemaName, assertServerVersion, pendingChanges } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
 import { StampededDatabase } from './stampeded-database.js';
 import { dataSourceDependency } from './typeorm-token.js';
@@ -57,16 +57,12 @@ export function createDatabaseProvider(): Provider {
         await assertServerVersion(run);
         if (options.migrations === 'auto') {
           const applied = await migrate(config, { schema });
-          if (applied.length) logger.log(`migrated schema "${schema}": ${applied.map((m) => `${m.version}_${m.name}`).join(', ')}`);
+          if (applied.migrations.length) logger.log(`migrated schema "${schema}": ${applied.migrations.map((m) => `${m.version}_${m.name}`).join(', ')}`);
+          if (applied.functions.length) logger.log(`updated functions in schema "${schema}": ${applied.functions.join(', ')}`);
         }
-        const versions = await appliedVersions(run, schema);
-        if (!versions.includes(1)) throw new StampededConfigError(SCHEMA_NOT_MIGRATED(schema));
-        if (!versions.includes(LATEST_VERSION)) {
-          throw new StampededConfigError(
-            `Schema "${schema}" is at Stampeded migration ${Math.max(...versions)}, and this version needs ${LATEST_VERSION}. ` +
-              `Run the pending migrations (migrations: 'auto', migrate(), or \`stampeded migrate\`).`,
-          );
-        }
+        const pending = await pendingChanges(run, schema);
+        if (!pending) throw new StampededConfigError(SCHEMA_NOT_MIGRATED(schema));
+        if (pending.migrations.length || pending.functions.length) throw new StampededConfigError(SCHEMA_BEHIND(schema, pending));
         return db;
       } catch (err) {
         await db.close();

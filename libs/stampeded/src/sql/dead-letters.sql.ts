@@ -3,7 +3,7 @@ import { sql } from './statement.js';
 // A dead-letter copy is a job whose source_queue is set: stampeded_fail
 // inserts it with the source job's id, queue and attempts. A copy is eligible
 // for redrive while nothing is running it and it has not completed: the
-// predicate of stampeded_jobs_dead_letter_idx (migration 7), restated here
+// predicate of stampeded_jobs_dead_letter_idx (migration 4), restated here
 // word for word so that the planner reads the copies from that index and not
 // every row of the dead-letter queue's partition.
 //

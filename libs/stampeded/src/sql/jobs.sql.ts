@@ -159,9 +159,9 @@ export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority
           source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at`;
 
 /**
- * The worker's claim (migrations 8 and 10): the seed's claim, driven by the
- * candidates' ids through the primary key; $5, when given, the cursor in
- * epoch milliseconds below which it reads nothing (see ClaimCursor).
+ * The worker's claim, functions/stampeded_claim_batch.sql; $5, when given,
+ * the cursor in epoch milliseconds below which it reads nothing (see
+ * ClaimCursor).
  */
 export const CLAIM_BATCH = sql(
   'stampeded_claim_batch',

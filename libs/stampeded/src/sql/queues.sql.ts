@@ -2,7 +2,7 @@ import { sql } from './statement.js';
 
 export const COUNTS = sql(
   'stampeded_counts',
-  // Summed over the counter's slots (migration 9).
+  // Summed over the counter's slots (migration 5, contention).
   `SELECT queue, state, sum(n)::bigint AS n FROM stampeded_queue_counts
     WHERE ($1::text IS NULL OR queue = $1)
     GROUP BY queue, state HAVING sum(n) <> 0

@@ -2,8 +2,8 @@ import { qualify, sql } from './statement.js';
 
 describe('qualify', () => {
   it('schema-qualifies table and function references', () => {
-    const q = qualify(sql('x', `SELECT * FROM stampeded_claim($1) JOIN stampeded_jobs j ON true`), 'my"schema');
-    expect(q.text).toBe(`SELECT * FROM "my""schema".stampeded_claim($1) JOIN "my""schema".stampeded_jobs j ON true`);
+    const q = qualify(sql('x', `SELECT * FROM stampeded_claim_batch($1) JOIN stampeded_jobs j ON true`), 'my"schema');
+    expect(q.text).toBe(`SELECT * FROM "my""schema".stampeded_claim_batch($1) JOIN "my""schema".stampeded_jobs j ON true`);
     expect(q.name).toBe('x:my"schema');
   });
 

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
-import { applyMigrations, type MigrationFile } from './migrations.js';
+import { applyMigrations, type AppliedChanges, type MigrationFile } from './migrations.js';
 
 export interface MigrateOptions {
   /** The Postgres schema to install into; created when missing. Default: public. */
@@ -26,9 +26,10 @@ export function connectionConfigOf(target: MigrateTarget): PoolConfig {
 
 /**
  * Brings a schema up to the latest migration in one transaction: all of them
- * or, on any error, none. Returns the migrations it applied.
+ * or, on any error, none. Returns the migrations it applied and the SQL
+ * functions whose definitions it created or replaced.
  */
-export async function migrate(target: MigrateTarget, options: MigrateOptions = {}): Promise<MigrationFile[]> {
+export async function migrate(target: MigrateTarget, options: MigrateOptions = {}): Promise<AppliedChanges> {
   const client = new pg.Client(connectionConfigOf(target));
   await client.connect();
   try {

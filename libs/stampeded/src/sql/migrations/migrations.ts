@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { REQUIRED_SERVER_VERSION_NUM } from '../../stampeded.constants.js';
 import { SERVER_TOO_OLD } from '../../stampeded.messages.js';
 import { StampededConfigError } from '../../errors/stampeded.errors.js';
@@ -10,26 +11,70 @@ export interface MigrationFile {
   file: string;
 }
 
-/** In order. The seed is 1; every later change is a new file, never an edit. */
+/**
+ * In order. The seed is 1, verbatim. A numbered migration changes tables,
+ * columns, indexes and data, and is never edited once released; the SQL
+ * functions live one to a file in ../functions/ (FUNCTION_FILES) and are
+ * applied after the numbered migrations whenever their text changes.
+ */
 export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 1, name: 'seed', file: '0001_seed.sql' },
-  { version: 2, name: 'runtime', file: '0002_runtime.sql' },
-  { version: 3, name: 'maintenance', file: '0003_maintenance.sql' },
-  { version: 5, name: 'flow', file: '0005_flow.sql' },
-  { version: 6, name: 'reliability', file: '0006_reliability.sql' },
-  { version: 7, name: 'operations', file: '0007_operations.sql' },
-  { version: 8, name: 'throughput', file: '0008_throughput.sql' },
-  { version: 9, name: 'contention', file: '0009_contention.sql' },
-  { version: 10, name: 'cost', file: '0010_cost.sql' },
+  { version: 2, name: 'maintenance', file: '0002_maintenance.sql' },
+  { version: 3, name: 'flow', file: '0003_flow.sql' },
+  { version: 4, name: 'operations', file: '0004_operations.sql' },
+  { version: 5, name: 'contention', file: '0005_contention.sql' },
+  { version: 6, name: 'cost', file: '0006_cost.sql' },
+  { version: 7, name: 'retired_functions', file: '0007_retired_functions.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
 
 /**
- * Run after every migration past the seed: each function runs with the
- * search_path of the schema it was installed in (why: migration 2). Until
- * migration 7 every file ended with this block itself; from migration 8 a
- * function a migration creates is pinned here, however the file ends.
+ * Migrations of the numbering used before the functions moved to their own
+ * files, which those files replaced whole: an install that recorded them has
+ * what they made, and its rows go. The others keep their name under a new
+ * version (see RENUMBER).
+ */
+const ABSORBED_MIGRATIONS = ['runtime', 'reliability', 'throughput'];
+
+/**
+ * Brings an install's record to the current numbering, by name: names are
+ * unique and never reused, so this is a no-op on a current install. Through
+ * negative versions, so that no two rows share a version on the way.
+ */
+const RENUMBER = [
+  `DELETE FROM stampeded_schema_migrations WHERE name = ANY($1::text[])`,
+  `UPDATE stampeded_schema_migrations m SET version = -c.version
+     FROM unnest($1::int[], $2::text[]) AS c (version, name)
+    WHERE m.name = c.name AND m.version <> c.version`,
+  `UPDATE stampeded_schema_migrations SET version = -version WHERE version < 0`,
+];
+
+/** A function's file, and the checksum of its text that the install records when it applies it. */
+export interface FunctionFile {
+  name: string;
+  checksum: string;
+}
+
+const FUNCTIONS_DIR = new URL('../functions/', import.meta.url);
+
+let functionFiles: readonly (FunctionFile & { text: string })[] | undefined;
+/** Every function file shipped, by name. */
+export function loadFunctionFiles(): readonly (FunctionFile & { text: string })[] {
+  functionFiles ??= readdirSync(FUNCTIONS_DIR)
+    .filter((f) => f.endsWith('.sql'))
+    .sort()
+    .map((f) => {
+      const text = readFileSync(new URL(f, FUNCTIONS_DIR), 'utf8');
+      return { name: f.slice(0, -'.sql'.length), text, checksum: createHash('sha256').update(text).digest('hex') };
+    });
+  return functionFiles;
+}
+
+/**
+ * Run after anything is applied: each function runs with the search_path of
+ * the schema it was installed in, so that it means the same thing whoever
+ * calls it, and pg_temp last, so that a temporary table cannot shadow ours.
  */
 const PIN_SEARCH_PATH = `
 DO $$
@@ -80,17 +125,40 @@ export function assertSchemaName(schema: string): void {
   }
 }
 
+const CREATE_MIGRATIONS_TABLE = `
+CREATE TABLE IF NOT EXISTS stampeded_schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`;
+
+const CREATE_FUNCTIONS_TABLE = `
+CREATE TABLE IF NOT EXISTS stampeded_schema_functions (
+    name       text        PRIMARY KEY,
+    checksum   text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`;
+
+/** What an apply did: the numbered migrations, and the functions whose text was new to the install. */
+export interface AppliedChanges {
+  migrations: MigrationFile[];
+  functions: string[];
+}
+
 /**
- * Applies the migrations up to `upTo` that this schema lacks, inside the
- * caller's transaction, so that a failure leaves nothing half-applied. Safe
- * to call from many processes at once (an advisory lock orders them) and
- * from both the migrate() helper and a TypeORM DataSource: each migration
- * records itself in stampeded_schema_migrations and is skipped once there.
+ * Applies what this schema lacks, inside the caller's transaction, so that a
+ * failure leaves nothing half-applied: the numbered migrations up to `upTo`
+ * and then, once every migration is in, each function whose file's text
+ * differs from what the install recorded (functions are written for the
+ * latest tables, so an install held at an older version keeps the functions
+ * it has). Safe to call from many processes at once (an advisory lock orders
+ * them) and from both the migrate() helper and a TypeORM DataSource: each
+ * migration and function records itself and is skipped once there.
  */
 export async function applyMigrations(
   run: SqlRunner,
   options: { schema?: string; upTo?: number; onApplied?: (m: MigrationFile) => void } = {},
-): Promise<MigrationFile[]> {
+): Promise<AppliedChanges> {
   await assertServerVersion(run);
   if (options.schema) {
     assertSchemaName(options.schema);
@@ -103,30 +171,71 @@ export async function applyMigrations(
     throw new StampededConfigError('The connection has no current schema (its search_path names none that exists). Pass a schema to migrate.');
   }
   await run(`SELECT pg_advisory_xact_lock(hashtextextended('stampeded.migrate.' || current_schema(), 0))`);
-  await run(`
-    CREATE TABLE IF NOT EXISTS stampeded_schema_migrations (
-        version    integer     PRIMARY KEY,
-        name       text        NOT NULL,
-        applied_at timestamptz NOT NULL DEFAULT now()
-    )`);
+  await run(CREATE_MIGRATIONS_TABLE);
+  await run(RENUMBER[0], [ABSORBED_MIGRATIONS]);
+  await run(RENUMBER[1], [MIGRATION_FILES.map((m) => m.version), MIGRATION_FILES.map((m) => m.name)]);
+  await run(RENUMBER[2]);
   const done = new Set((await run(`SELECT version FROM stampeded_schema_migrations`)).map((r) => Number(r.version)));
-  const applied: MigrationFile[] = [];
+  const applied: AppliedChanges = { migrations: [], functions: [] };
   for (const migration of MIGRATION_FILES) {
     if (options.upTo !== undefined && migration.version > options.upTo) break;
     if (done.has(migration.version)) continue;
     await run(migrationSql(migration.file));
-    if (migration.version > 1) await run(PIN_SEARCH_PATH);
     await run(`INSERT INTO stampeded_schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
-    applied.push(migration);
+    done.add(migration.version);
+    applied.migrations.push(migration);
     options.onApplied?.(migration);
   }
+  if (MIGRATION_FILES.every((m) => done.has(m.version))) applied.functions = await applyFunctions(run);
+  if (applied.migrations.length || applied.functions.length) await run(PIN_SEARCH_PATH);
   return applied;
 }
 
-/** The versions applied in a schema, or [] when Stampeded is not installed there. */
-export async function appliedVersions(run: SqlRunner, schema: string): Promise<number[]> {
-  const [{ present }] = await run(`SELECT to_regclass($1) IS NOT NULL AS present`, [`${quoteIdent(schema)}.stampeded_schema_migrations`]);
-  if (!present) return [];
-  const rows = await run(`SELECT version FROM ${quoteIdent(schema)}.stampeded_schema_migrations ORDER BY version`);
-  return rows.map((r) => Number(r.version));
+/**
+ * Creates or replaces each function whose file changed. Bodies are not
+ * checked at creation (as pg_dump restores them): a function may call one
+ * whose file sorts after its own.
+ */
+async function applyFunctions(run: SqlRunner): Promise<string[]> {
+  await run(CREATE_FUNCTIONS_TABLE);
+  const recorded = new Map((await run(`SELECT name, checksum FROM stampeded_schema_functions`)).map((r) => [r.name, r.checksum]));
+  const changed = loadFunctionFiles().filter((f) => recorded.get(f.name) !== f.checksum);
+  if (!changed.length) return [];
+  const [{ previous }] = await run(`SELECT current_setting('check_function_bodies') AS previous`);
+  await run(`SELECT set_config('check_function_bodies', 'off', true)`);
+  for (const f of changed) {
+    await run(f.text);
+    await run(
+      `INSERT INTO stampeded_schema_functions (name, checksum) VALUES ($1, $2)
+       ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()`,
+      [f.name, f.checksum],
+    );
+  }
+  await run(`SELECT set_config('check_function_bodies', $1, true)`, [previous]);
+  return changed.map((f) => f.name);
+}
+
+/**
+ * What an install lacks, read without changing it: the numbered migrations
+ * not recorded (by name, so that an install recorded under the numbering
+ * before the functions moved reads right) and the functions whose recorded
+ * text is not this version's. Null when Stampeded is not installed there.
+ */
+export async function pendingChanges(run: SqlRunner, schema: string): Promise<{ migrations: MigrationFile[]; functions: string[] } | null> {
+  const [{ present, functions }] = await run(
+    `SELECT to_regclass($1) IS NOT NULL AS present, to_regclass($2) IS NOT NULL AS functions`,
+    [`${quoteIdent(schema)}.stampeded_schema_migrations`, `${quoteIdent(schema)}.stampeded_schema_functions`],
+  );
+  if (!present) return null;
+  const names = new Set((await run(`SELECT name FROM ${quoteIdent(schema)}.stampeded_schema_migrations`)).map((r) => String(r.name)));
+  if (!names.has('seed')) return null;
+  const recorded = functions
+    ? new Map((await run(`SELECT name, checksum FROM ${quoteIdent(schema)}.stampeded_schema_functions`)).map((r) => [r.name, r.checksum]))
+    : new Map();
+  return {
+    migrations: MIGRATION_FILES.filter((m) => !names.has(m.name)),
+    functions: loadFunctionFiles()
+      .filter((f) => recorded.get(f.name) !== f.checksum)
+      .map((f) => f.name),
+  };
 }

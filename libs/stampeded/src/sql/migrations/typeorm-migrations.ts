@@ -1,5 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { applyMigrations, MIGRATION_FILES, type SqlRunner } from './migrations.js';
+import { createHash } from 'node:crypto';
+import { applyMigrations, loadFunctionFiles, MIGRATION_FILES, type SqlRunner } from './migrations.js';
 
 function runnerOf(queryRunner: QueryRunner): SqlRunner {
   return async (text, params) => {
@@ -8,14 +9,16 @@ function runnerOf(queryRunner: QueryRunner): SqlRunner {
   };
 }
 
-function migrationClass(version: number, name: string, schema?: string): new () => MigrationInterface {
-  // TypeORM orders and records migrations by the timestamp that ends the name.
-  const className = `Stampeded${name[0].toUpperCase()}${name.slice(1)}${1764633600000 + version}`;
+/** TypeORM orders and records migrations by the 13-digit timestamp that ends a class's name. */
+const BASE_TIMESTAMP = 1764633600000;
+
+function migrationClass(version: number | 'functions', name: string, schema?: string): new () => MigrationInterface {
+  const className = version === 'functions' ? name : `Stampeded${pascal(name)}${BASE_TIMESTAMP + version}`;
   const holder = {
     [className]: class implements MigrationInterface {
       name = className;
       async up(queryRunner: QueryRunner): Promise<void> {
-        await applyMigrations(runnerOf(queryRunner), { schema, upTo: version });
+        await applyMigrations(runnerOf(queryRunner), { schema, upTo: version === 'functions' ? undefined : version });
       }
       async down(): Promise<void> {
         throw new Error(
@@ -36,5 +39,23 @@ function migrationClass(version: number, name: string, schema?: string): new () 
  * `migrations: 'auto'` can be used together without applying anything twice.
  */
 export function stampededMigrations(options: { schema?: string } = {}): Array<new () => MigrationInterface> {
-  return MIGRATION_FILES.map((m) => migrationClass(m.version, m.name, options.schema));
+  return [
+    ...MIGRATION_FILES.map((m) => migrationClass(m.version, m.name, options.schema)),
+    migrationClass('functions', functionsClassName(), options.schema),
+  ];
+}
+
+/**
+ * The SQL functions change without a numbered migration, and TypeORM runs a
+ * class once: the class that applies them is named for their text, so a
+ * version whose functions differ brings a class TypeORM has not run.
+ */
+function functionsClassName(): string {
+  const hash = createHash('sha256');
+  for (const f of loadFunctionFiles()) hash.update(`${f.name}:${f.checksum}\n`);
+  return `StampededFunctions${hash.digest('hex').slice(0, 12)}${BASE_TIMESTAMP + 999}`;
+}
+
+function pascal(name: string): string {
+  return name.replace(/(^|_)([a-z])/g, (_m, _sep, c: string) => c.toUpperCase());
 }

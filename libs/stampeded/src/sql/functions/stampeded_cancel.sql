@@ -1,0 +1,42 @@
+-- Cancel, fenced like every other outcome.
+--
+-- Clearing claimed_by is the fence: stampeded_complete, stampeded_fail,
+-- stampeded_touch and stampeded_checkpoint all match on claimed_by, so from
+-- the moment this commits no worker can record an outcome for the job. The
+-- notification tells the worker that runs it to fire the handler's
+-- AbortSignal; it is a courtesy, the fence does not depend on it.
+CREATE OR REPLACE FUNCTION stampeded_cancel(p_id uuid, p_queue text DEFAULT NULL)
+RETURNS TABLE (was text, now_state text, queue text, worker_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    j stampeded_jobs%ROWTYPE;
+BEGIN
+    SELECT * INTO j FROM stampeded_jobs
+     WHERE id = p_id AND (p_queue IS NULL OR stampeded_jobs.queue = p_queue)
+     FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF j.state IN ('completed', 'discarded', 'cancelled') THEN
+        RETURN QUERY SELECT j.state, j.state, j.queue, NULL::uuid;
+        RETURN;
+    END IF;
+
+    UPDATE stampeded_jobs
+       SET state        = 'cancelled',
+           failure_kind = 'cancelled',
+           finished_at  = now(),
+           claimed_by   = NULL,
+           claimed_at   = NULL,
+           heartbeat_at = NULL,
+           -- A cancelled job frees its dedup slot, as every terminal state does.
+           dedup_scope  = NULL
+     WHERE stampeded_jobs.queue = j.queue AND id = j.id;
+
+    IF j.claimed_by IS NOT NULL THEN
+        PERFORM pg_notify(current_schema() || '.stampeded_cancel', j.id::text);
+    END IF;
+
+    RETURN QUERY SELECT j.state, 'cancelled'::text, j.queue, j.claimed_by;
+END;
+$$;

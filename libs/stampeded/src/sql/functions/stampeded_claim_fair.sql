@@ -1,0 +1,62 @@
+-- stampeded_claim for a queue whose tenants compete for this worker's slots:
+-- up to p_per_tenant jobs of each tenant in p_tenants (those with work and
+-- with room in this worker), each tenant's in its own claim order, read
+-- through the tenant index. Taking the head of the queue instead and
+-- filtering it cannot work: behind a 10,000-job flood the head is all flood,
+-- and the small tenants were never reached (measured: they waited for the
+-- whole flood). Jobs without a tenant are claimed alongside, as one more
+-- tenant.
+CREATE OR REPLACE FUNCTION stampeded_claim_fair(
+    p_queue        text,
+    p_worker_id    uuid,
+    p_limit        integer,
+    p_now          timestamptz,
+    p_tenants      text[],
+    p_per_tenant   integer
+) RETURNS SETOF stampeded_jobs
+LANGUAGE sql AS $$
+    WITH candidate AS MATERIALIZED (
+        SELECT c.id, c.priority, c.scheduled_at
+          FROM unnest(p_tenants) AS t(tenant_id)
+         CROSS JOIN LATERAL (
+               SELECT id, priority, scheduled_at FROM stampeded_jobs
+                WHERE queue        = p_queue
+                  AND tenant_id    = t.tenant_id
+                  AND state        IN ('available','retryable')
+                  AND scheduled_at <= coalesce(p_now, now())
+                  AND attempt      < max_attempts
+                ORDER BY priority, scheduled_at
+                LIMIT p_per_tenant
+                FOR UPDATE SKIP LOCKED) c
+        UNION ALL
+        SELECT id, priority, scheduled_at FROM (
+               SELECT id, priority, scheduled_at FROM stampeded_jobs
+                WHERE queue        = p_queue
+                  AND tenant_id    IS NULL
+                  AND state        IN ('available','retryable')
+                  AND scheduled_at <= coalesce(p_now, now())
+                  AND attempt      < max_attempts
+                ORDER BY priority, scheduled_at
+                LIMIT p_per_tenant
+                FOR UPDATE SKIP LOCKED) n
+    ),
+    picked AS (
+        SELECT id FROM candidate ORDER BY priority, scheduled_at LIMIT p_limit
+    )
+    UPDATE stampeded_jobs j
+       SET state        = 'executing',
+           attempt      = j.attempt + 1,
+           heartbeat_at = coalesce(p_now, now()),
+           claimed_by   = p_worker_id,
+           claimed_at   = coalesce(p_now, now()),
+           attempted_by = array_append(
+               CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= 10
+                    THEN j.attempted_by[coalesce(array_length(j.attempted_by,1),0) - 8 :]
+                    ELSE j.attempted_by
+               END,
+               p_worker_id::text)
+      FROM picked c
+     WHERE j.queue = p_queue
+       AND j.id    = c.id
+    RETURNING j.*;
+$$;

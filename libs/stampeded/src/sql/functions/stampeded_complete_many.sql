@@ -1,0 +1,49 @@
+-- The worker's batched completion, with removal on completion. Both statements find the
+-- batch's rows through the primary key and keep the fence: a job is
+-- completed, or removed, only while this worker holds the attempt it was
+-- given. They see the same snapshot and touch disjoint rows.
+CREATE OR REPLACE FUNCTION stampeded_complete_many(
+    p_worker_id uuid,
+    p_queues    text[],
+    p_ids       uuid[],
+    p_attempts  smallint[]
+) RETURNS TABLE (id uuid, queue text)
+LANGUAGE sql
+SET enable_nestloop = off
+-- One plan for every call: a custom plan per call re-reads every
+-- partition's CHECK constraints (NOTES.md, "Planning the hot statements").
+SET plan_cache_mode = force_generic_plan
+AS $$
+    WITH removed AS (
+        DELETE FROM stampeded_jobs j
+         USING unnest(p_queues, p_ids, p_attempts) AS o(queue, id, attempt)
+         WHERE j.queue      = ANY (p_queues)
+           AND j.id         = ANY (p_ids)
+           AND j.queue      = o.queue
+           AND j.id         = o.id
+           AND j.claimed_by = p_worker_id
+           AND j.attempt    = o.attempt
+           AND j.remove_on_complete
+        RETURNING j.id, j.queue
+    ),
+    kept AS (
+        UPDATE stampeded_jobs j
+           SET state       = 'completed',
+               finished_at = now(),
+               dedup_scope = NULL,
+               checkpoint  = NULL,
+               claimed_by  = NULL
+          FROM unnest(p_queues, p_ids, p_attempts) AS o(queue, id, attempt)
+         WHERE j.queue      = ANY (p_queues)
+           AND j.id         = ANY (p_ids)
+           AND j.queue      = o.queue
+           AND j.id         = o.id
+           AND j.claimed_by = p_worker_id
+           AND j.attempt    = o.attempt
+           AND NOT j.remove_on_complete
+        RETURNING j.id, j.queue
+    )
+    SELECT id, queue FROM removed
+    UNION ALL
+    SELECT id, queue FROM kept;
+$$;
