@@ -1,6 +1,6 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { InvalidJobError, QueueService, StampededConfigError, migrate, type EnqueueOptions } from '@stampeded/nestjs';
+import { InvalidJobError, QueueService, StampededConfigError, Task, migrate, type EnqueueOptions, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase } from './support/test-app.js';
 
@@ -278,6 +278,26 @@ describe('bad input', () => {
       await expect(
         bootApp(db.url, { via: 'connection', stampeded: { worker: { enabled: false }, maintenance: { enabled: false } }, queues: [{ name: 'r'.repeat(49) }] }),
       ).rejects.toThrow(/1 to 48 characters/);
+    });
+  });
+
+  describe('process isolation', () => {
+    it('a task with isolation process and no processFile, or a relative one, is refused at startup, saying what to give', async () => {
+      @Task('isolated-without-file', { isolation: 'process' })
+      class WithoutFile implements TaskHandler {
+        handle() {}
+      }
+      @Task('isolated-relative-file', { isolation: 'process', processFile: './render.process.js' })
+      class RelativeFile implements TaskHandler {
+        handle() {}
+      }
+      const options = { via: 'connection' as const, stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } };
+      await expect(bootApp(db.url, { ...options, providers: [WithoutFile] })).rejects.toThrow(
+        /@Task\('isolated-without-file'\) on WithoutFile: isolation 'process' needs a processFile, the module the child process runs, and none was given\. Give it as a URL beside the task: processFile: new URL/,
+      );
+      await expect(bootApp(db.url, { ...options, providers: [RelativeFile] })).rejects.toThrow(
+        /and "\.\/render\.process\.js" is neither a URL nor an absolute path/,
+      );
     });
   });
 });

@@ -40,7 +40,7 @@ process.on('message', async (message) => {
     return;
   }
   if (message.type !== 'run') return;
-  const { file, exportName, args, ctx } = message;
+  const { file, args, ctx } = message;
   try {
     const mod = await import(file.startsWith('file:') ? file : pathToFileURL(file).href);
     const context = {
@@ -49,16 +49,9 @@ process.on('message', async (message) => {
       touch: () => request('touch'),
       saveCheckpoint: (state) => request('saveCheckpoint', state),
     };
-    let result;
-    if (exportName) {
-      const Task = mod[exportName];
-      if (typeof Task !== 'function') throw new Error(`${file} does not export ${exportName}`);
-      result = await new Task().handle(args, context);
-    } else {
-      const fn = typeof mod.default === 'function' ? mod.default : mod.handle;
-      if (typeof fn !== 'function') throw new Error(`${file} has no default export function (args, ctx) => ...`);
-      result = await fn(args, context);
-    }
+    const fn = typeof mod.default === 'function' ? mod.default : mod.handle;
+    if (typeof fn !== 'function') throw new Error(`${file} has no default export function (args, ctx) => ...`);
+    const result = await fn(args, context);
     process.send({ type: 'done', result: result === undefined ? null : result }, () => process.exit(0));
   } catch (err) {
     process.send({ type: 'error', error: serialiseError(err) }, () => process.exit(0));

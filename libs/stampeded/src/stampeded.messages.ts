@@ -78,9 +78,11 @@ export const CHECKPOINT_TOO_LARGE = (bytes: number, max: number) =>
   `Checkpoint is ${bytes} bytes; the limit is ${max} bytes (64 KB). ` +
   `Store a cursor ("I have done N") rather than the set of what was done.`;
 
-export const PROCESS_FILE_NOT_FOUND = (task: string, file: string) =>
-  `Task "${task}" runs with isolation: 'process' but its module file ${file} could not be loaded in a child process. ` +
-  `Give the task a processFile, or export the task class from its module.`;
+export const PROCESS_FILE_REQUIRED = (where: string, file: unknown) =>
+  `${where}: isolation 'process' needs a processFile, the module the child process runs, ` +
+  (file === undefined ? 'and none was given' : `and ${JSON.stringify(String(file))} is neither a URL nor an absolute path`) +
+  `. Give it as a URL beside the task: processFile: new URL('./my-task.process.js', import.meta.url), ` +
+  `a module whose default export is (args, ctx) => result.`;
 
 export const INVALID_SCHEDULE = (key: string, field: string, problem: string) => `Schedule "${key}": ${field} ${problem}.`;
 

@@ -1,5 +1,6 @@
+import { isAbsolute } from 'node:path';
 import { Injectable, type Type } from '@nestjs/common';
-import { DUPLICATE_TASK, INVALID_RETRY_POLICY, NOT_A_TASK_CLASS, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
+import { DUPLICATE_TASK, INVALID_RETRY_POLICY, NOT_A_TASK_CLASS, PROCESS_FILE_REQUIRED, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { TASK_METADATA } from '../stampeded.constants.js';
 import { validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
@@ -15,7 +16,7 @@ export interface RegisteredTask {
   retryPolicy?: RetryPolicy;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'declaredIn', 'schedule', 'retryPolicy'] as const;
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy'] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -31,6 +32,9 @@ export class TaskRegistry {
     validateJobOptions(where, metadata, TASK_OPTION_NAMES);
     if (metadata.isolation !== undefined && metadata.isolation !== 'none' && metadata.isolation !== 'process') {
       throw new StampededConfigError(`${where}: isolation must be 'none' or 'process', got ${JSON.stringify(metadata.isolation)}.`);
+    }
+    if (metadata.isolation === 'process' && !isModuleLocation(metadata.processFile)) {
+      throw new StampededConfigError(PROCESS_FILE_REQUIRED(where, metadata.processFile));
     }
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
     if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
@@ -69,4 +73,10 @@ function toRetryPolicy(where: string, option: TaskMetadata['retryPolicy']): Retr
   if (typeof option === 'function') return { nextRetry: option };
   if (option !== null && typeof option === 'object' && typeof (option as { nextRetry?: unknown }).nextRetry === 'function') return option;
   throw new StampededConfigError(INVALID_RETRY_POLICY(where, option));
+}
+
+/** A URL, a file: URL string or an absolute path: what a child process can import whatever its working directory. */
+function isModuleLocation(file: unknown): boolean {
+  if (file instanceof URL) return true;
+  return typeof file === 'string' && (file.startsWith('file:') || isAbsolute(file));
 }

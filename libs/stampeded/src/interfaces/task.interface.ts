@@ -5,14 +5,14 @@ import type { RetryPolicy } from './retry-policy.interface.js';
 export interface TaskOptions extends JobOptions {
   /**
    * `'process'` runs each job in a child process of its own, so that a crash,
-   * a leak or a hang takes down the child and not the worker. The handler
-   * then runs without dependency injection: see processFile.
+   * a leak or a hang takes down the child and not the worker. The job then
+   * runs the function of `processFile`, without dependency injection.
    */
   isolation?: 'none' | 'process';
   /**
-   * For isolation 'process': a module whose default export is
-   * `(args, ctx) => Promise<unknown>`. Without it, the child imports the
-   * module that declared the task class and calls `new Class().handle()`.
+   * For isolation 'process', and required by it: a module whose default
+   * export is `(args, ctx) => Promise<unknown>`, as a URL or an absolute
+   * path: `new URL('./render-pdf.process.js', import.meta.url)`.
    */
   processFile?: string | URL;
   /**
@@ -32,8 +32,6 @@ export interface TaskOptions extends JobOptions {
 
 export interface TaskMetadata extends TaskOptions {
   name: string;
-  /** Where the class was declared, for isolation 'process'. */
-  declaredIn?: string;
 }
 
 export interface JobContext {

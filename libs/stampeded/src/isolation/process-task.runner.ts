@@ -2,7 +2,6 @@ import { fork } from 'node:child_process';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
-import { PROCESS_FILE_NOT_FOUND } from '../stampeded.messages.js';
 import type { RegisteredTask } from '../explorer/task.registry.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { JobContext } from '../interfaces/task.interface.js';
@@ -32,11 +31,8 @@ function childScript(): string {
  */
 export class ProcessTaskRunner {
   run(task: RegisteredTask, job: Job, ctx: JobContext, signal: AbortSignal): Promise<unknown> {
-    const file = task.metadata.processFile
-      ? String(task.metadata.processFile)
-      : task.metadata.declaredIn;
-    if (!file) throw new Error(PROCESS_FILE_NOT_FOUND(task.metadata.name, '(unknown)'));
-    const exportName = task.metadata.processFile ? undefined : task.className;
+    // The registry refused a task without one.
+    const file = String(task.metadata.processFile);
 
     return new Promise((resolve, reject) => {
       const child = fork(childScript(), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
@@ -53,7 +49,6 @@ export class ProcessTaskRunner {
           child.send({
             type: 'run',
             file,
-            exportName,
             args: job.args,
             ctx: {
               id: ctx.id, queue: ctx.queue, task: ctx.task, attempt: ctx.attempt, maxAttempts: ctx.maxAttempts,
