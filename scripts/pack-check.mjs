@@ -18,7 +18,6 @@ const run = (cmd, args, cwd, env = process.env) => {
 const work = mkdtempSync(join(tmpdir(), 'stampeded-pack-'));
 // The embedded server runs as the postgres user, which must reach the binaries installed below.
 chmodSync(work, 0o755);
-let server;
 try {
   step('building');
   run('npm', ['run', 'build', '--silent'], root);

@@ -27,8 +27,6 @@ export async function install(url) {
 
 export async function createQueues() {}
 
-const silent = { logger: undefined };
-
 export async function startWorker(url, { concurrency, queues, handle }) {
   const s = settings({ concurrency });
   const taskList = {};

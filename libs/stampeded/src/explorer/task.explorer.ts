@@ -27,7 +27,7 @@ export class TaskExplorer implements OnModuleInit {
   onModuleInit(): void {
     const wrappers = this.discovery.getProviders().filter((w) => w.isDependencyTreeStatic() && w.instance && w.metatype);
     for (const wrapper of wrappers) {
-      const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype as Function);
+      const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype!);
       if (metadata) this.registry.register(wrapper.metatype as any, wrapper.instance, metadata);
       this.subscribeEventMethods(wrapper);
     }

@@ -44,7 +44,7 @@ export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstr
     const byKey = new Map<string, string>();
     for (const wrapper of this.discovery.getProviders()) {
       if (!wrapper.metatype || !wrapper.isDependencyTreeStatic()) continue;
-      const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype as Function);
+      const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype);
       if (!metadata?.schedule) continue;
       const schedule = metadata.schedule;
       const key = schedule.key ?? metadata.name;
