@@ -71,6 +71,47 @@ describe('enqueue', () => {
     await expect(queue.getJob('not-a-uuid')).rejects.toThrow(/is not a job id/);
   });
 
+  it.each([undefined, 'minute', 'hour', 'day', 'week', 'month'] as const)(
+    'finds a committed twin with dedup period %s: the key the enqueue computes is the one the schema generates',
+    async (period) => {
+      // Not across a minute boundary, where a minute's key rightly changes.
+      const toBoundary = 60_000 - (Date.now() % 60_000);
+      if (toBoundary < 2_000) await new Promise((resolve) => setTimeout(resolve, toBoundary + 100));
+      const dedup = { scope: `twin-${period ?? 'none'}`, ...(period ? { period } : {}) };
+      const first = await queue.enqueue('report', {}, { dedup });
+      // A batch of two with a dedup scope goes through the statement that computes the key itself.
+      const [again, other] = await queue.enqueueMany([
+        { task: 'report', args: {}, options: { dedup } },
+        { task: 'report', args: {}, options: { dedup: { scope: `other-${period ?? 'none'}` } } },
+      ]);
+      expect(again).toEqual({ id: first.id, deduplicated: true });
+      expect(other.deduplicated).toBe(false);
+    },
+  );
+
+  it('fills what a job does not set from the jobs table\'s column defaults, read at startup', async () => {
+    const altered = await testDatabase();
+    const client = await sqlClient(altered.url);
+    try {
+      const boot = () => bootApp(altered.url, { via: 'connection', stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
+      await (await boot()).close();
+      await client.query(`ALTER TABLE stampeded_jobs ALTER COLUMN max_attempts SET DEFAULT 7, ALTER COLUMN backoff_base_ms SET DEFAULT 250`);
+      const app2 = await boot();
+      try {
+        const { id } = await app2.get(QueueService).enqueue('anything', {});
+        const { rows } = await client.query(`SELECT max_attempts, backoff_base_ms, priority FROM stampeded_jobs WHERE id = $1`, [id]);
+        expect(rows[0]).toEqual({ max_attempts: 7, backoff_base_ms: 250, priority: 0 });
+      } finally {
+        await app2.close();
+      }
+      await client.query(`ALTER TABLE stampeded_jobs ALTER COLUMN max_attempts SET DEFAULT (2 + 3)`);
+      await expect(boot()).rejects.toThrow(/stampeded_jobs\.max_attempts has the default \(2 \+ 3\), which is not an integer constant/);
+    } finally {
+      await client.end();
+      await altered.drop();
+    }
+  });
+
   it('answers dedup per job in enqueueMany, duplicates within the batch included', async () => {
     const results = await queue.enqueueMany([
       { task: 'report', args: { n: 1 }, options: { dedup: { scope: 'r', period: 'hour' } } },

@@ -9,20 +9,8 @@ export const DEFAULT_QUEUE = 'default';
 /** The key of `meta` that this runtime owns; other runtimes' keys are never written. */
 export const RUNTIME_META_KEY = 'nestjs';
 
-/**
- * The schema's column defaults, for options that a job does not set. They
- * mirror seed/schema.sql; the enqueue statement needs a value for every
- * column it lists, and a partial insert cannot take DEFAULT per row.
- */
-export const SCHEMA_DEFAULTS = {
-  priority: 0,
-  expireSeconds: 3600,
-  maxAttempts: 25,
-  backoffBaseMs: 1000,
-  backoffMaxMs: 3_600_000,
-  maxInterruptions: 1,
-  maxDeferrals: 100,
-} as const;
+/** Injection token of the job columns' defaults, read from the installed schema at startup (JobColumnDefaults). */
+export const JOB_COLUMN_DEFAULTS = Symbol('JOB_COLUMN_DEFAULTS');
 
 /** Limits the schema enforces, checked before anything is written. */
 export const LIMITS = {

@@ -29,6 +29,11 @@ export const SCHEMA_BEHIND = (schema: string, pending: { migrations: { version: 
     .join('; ') +
   `. Run the pending migrations (migrations: 'auto', migrate(), \`stampeded migrate\`, or your DataSource's migrations with stampededMigrations()).`;
 
+export const UNREADABLE_COLUMN_DEFAULT = (schema: string, column: string, expression: string | undefined) =>
+  `Schema "${schema}": stampeded_jobs.${column} ` +
+  (expression === undefined ? 'has no default' : `has the default ${expression}, which is not an integer constant`) +
+  `. Stampeded fills that column from its default when a job does not set it: restore the default the migrations give it.`;
+
 export const DUPLICATE_TASK = (name: string, first: string, second: string) =>
   `Task "${name}" is declared twice, by ${first} and by ${second}. Task names are how jobs find their handler: give one of them another name.`;
 

@@ -2,6 +2,7 @@ import { Global, Module, type DynamicModule, type Provider } from '@nestjs/commo
 import { DiscoveryModule } from '@nestjs/core';
 import { STAMPEDED_OPTIONS } from './stampeded.constants.js';
 import { createDatabaseProvider, STAMPEDED_DATA_SOURCE } from './database/database.provider.js';
+import { createJobColumnDefaultsProvider } from './queue/job-column-defaults.js';
 import { dataSourceDependency } from './database/typeorm-token.js';
 import type { DataSource } from 'typeorm';
 import { TaskRegistry } from './explorer/task.registry.js';
@@ -106,6 +107,7 @@ const STAMPEDED_EXPLICIT_OPTIONS = Symbol('STAMPEDED_EXPLICIT_OPTIONS');
       useFactory: (explicit?: StampededModuleOptions) => explicit ?? {},
     },
     createDatabaseProvider(),
+    createJobColumnDefaultsProvider(),
     createTracerProvider(),
     ...CORE_PROVIDERS,
   ],

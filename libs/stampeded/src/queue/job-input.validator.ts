@@ -1,4 +1,5 @@
-import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY, SCHEMA_DEFAULTS } from '../stampeded.constants.js';
+import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY } from '../stampeded.constants.js';
+import type { JobColumnDefaults } from './job-column-defaults.js';
 import { INVALID_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import type { DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
@@ -194,8 +195,8 @@ export function validateJobOptions(where: string, options: JobOptions | undefine
 
 /**
  * Merges the layers of defaults (module, queue, task) under the enqueue's own
- * options and turns them into one insertable row, or throws before anything
- * is written.
+ * options, over the jobs table's column defaults, and turns them into one
+ * insertable row, or throws before anything is written.
  */
 export function buildJobRow(
   where: string,
@@ -203,6 +204,7 @@ export function buildJobRow(
   args: unknown,
   options: EnqueueOptions,
   defaults: JobOptions[],
+  columns: JobColumnDefaults,
 ): JobRow {
   nonEmptyString(where, 'task', task, 1000);
   validateJobOptions(where, options, ENQUEUE_OPTION_NAMES);
@@ -254,8 +256,8 @@ export function buildJobRow(
     fail(where, 'deadLetterQueue', `is the job's own queue "${queue}"; a dead letter must go elsewhere, or leave it unset`);
   }
 
-  const baseMs = merged.backoff?.baseMs ?? SCHEMA_DEFAULTS.backoffBaseMs;
-  const maxMs = merged.backoff?.maxMs ?? SCHEMA_DEFAULTS.backoffMaxMs;
+  const baseMs = merged.backoff?.baseMs ?? columns.backoffBaseMs;
+  const maxMs = merged.backoff?.maxMs ?? columns.backoffMaxMs;
   const meta = options.meta === undefined ? '{}' : `{"${RUNTIME_META_KEY}":${toJsonObject(where, 'meta', options.meta, LIMITS.metaBytes)}}`;
 
   return {
@@ -264,16 +266,16 @@ export function buildJobRow(
     args: toJsonObject(where, 'args', args === undefined ? {} : args, LIMITS.argsBytes),
     meta,
     tenant_id: tenantId,
-    priority: merged.priority ?? SCHEMA_DEFAULTS.priority,
+    priority: merged.priority ?? columns.priority,
     destination,
     run_at: runAt,
     delay_ms: options.delayMs ?? null,
-    expire_seconds: merged.expireSeconds ?? SCHEMA_DEFAULTS.expireSeconds,
-    max_attempts: merged.maxAttempts ?? SCHEMA_DEFAULTS.maxAttempts,
+    expire_seconds: merged.expireSeconds ?? columns.expireSeconds,
+    max_attempts: merged.maxAttempts ?? columns.maxAttempts,
     backoff_base_ms: baseMs,
     backoff_max_ms: maxMs,
-    max_interruptions: merged.maxInterruptions ?? SCHEMA_DEFAULTS.maxInterruptions,
-    max_deferrals: merged.maxDeferrals ?? SCHEMA_DEFAULTS.maxDeferrals,
+    max_interruptions: merged.maxInterruptions ?? columns.maxInterruptions,
+    max_deferrals: merged.maxDeferrals ?? columns.maxDeferrals,
     dedup_scope: dedupScope === null ? null : toStoredDedupScope(dedupScope),
     dedup_period: dedupPeriod,
     dead_letter_queue: merged.deadLetterQueue ?? null,

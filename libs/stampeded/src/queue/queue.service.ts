@@ -1,7 +1,8 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap, type Type } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
-import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import type { JobColumnDefaults } from './job-column-defaults.js';
 import { JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
@@ -62,6 +63,7 @@ export class QueueService implements OnApplicationBootstrap {
     private readonly queues: QueueRegistry,
     private readonly jobEvents: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+    @Inject(JOB_COLUMN_DEFAULTS) private readonly columnDefaults: JobColumnDefaults,
     @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
   ) {}
 
@@ -188,7 +190,7 @@ export class QueueService implements OnApplicationBootstrap {
       : {};
     const queueName = options.queue ?? taskDefaults.queue;
     const queueDefaults = queueName ? (this.queues.get(queueName)?.defaultJobOptions ?? {}) : {};
-    return buildJobRow(where, name, args, options, [this.options.defaultJobOptions ?? {}, queueDefaults, taskDefaults]);
+    return buildJobRow(where, name, args, options, [this.options.defaultJobOptions ?? {}, queueDefaults, taskDefaults], this.columnDefaults);
   }
 
   /** Inserts, in a producer span when tracing is on: one span per enqueue() or enqueueMany() call. */

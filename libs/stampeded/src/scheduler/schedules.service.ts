@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Subject, type Observable } from 'rxjs';
-import { DEFAULT_QUEUE, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { DEFAULT_QUEUE, JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import type { JobColumnDefaults } from '../queue/job-column-defaults.js';
 import { INVALID_SCHEDULE, SCHEDULE_NOT_FOUND } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
@@ -51,6 +52,7 @@ export class SchedulesService {
     private readonly tasks: TaskRegistry,
     private readonly queues: QueueRegistry,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+    @Inject(JOB_COLUMN_DEFAULTS) private readonly columnDefaults: JobColumnDefaults,
   ) {
     this.config = resolveSchedulesConfig(options.schedules);
     this.clock = options.clock;
@@ -119,7 +121,7 @@ export class SchedulesService {
       : {};
     const { queue: _moduleQueue, priority: _modulePriority, ...moduleDefaults } = this.options.defaultJobOptions ?? {};
     const { queue: _queueQueue, priority: _queuePriority, ...queueDefaults } = this.queues.get(queue)?.defaultJobOptions ?? {};
-    const row = buildJobRow(`Schedule "${key}"`, task, {}, { queue }, [moduleDefaults, queueDefaults, taskDefaults]);
+    const row = buildJobRow(`Schedule "${key}"`, task, {}, { queue }, [moduleDefaults, queueDefaults, taskDefaults], this.columnDefaults);
     return JSON.stringify({
       expire_seconds: row.expire_seconds,
       max_attempts: row.max_attempts,

@@ -1,7 +1,11 @@
 import { sql } from './statement.js';
 
 // The dedup key the schema's generated column computes, for a row not yet
-// inserted: the same expression, with now() for inserted_at.
+// inserted: the seed's expression, with now() for inserted_at. The one
+// statement that needs a key before the insert (to find a twin through the
+// dedup index) cannot ask PostgreSQL to evaluate a generated column for a row
+// it has not inserted, so the expression is restated here, and
+// test/enqueue.e2e-spec.ts checks it finds the twin for every period.
 const DEDUP_KEY = `
   CASE WHEN r.dedup_scope IS NULL THEN NULL ELSE sha256((
     r.dedup_scope || coalesce(
@@ -195,3 +199,16 @@ export const GET_JOB = sql(
 );
 
 export const GET_JOBS = sql('stampeded_get_jobs', `SELECT * FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);
+
+/**
+ * The defaults of the job columns an enqueue fills when the job does not set
+ * them, as the installed schema declares them ($1: the jobs table, qualified):
+ * the schema is their one home, and a batch insert cannot take DEFAULT per row.
+ */
+export const JOB_COLUMN_DEFAULTS = sql(
+  'stampeded_job_column_defaults',
+  `SELECT a.attname AS name, pg_get_expr(d.adbin, d.adrelid) AS expression
+     FROM pg_attrdef d
+     JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+    WHERE d.adrelid = $1::regclass AND a.attname = ANY($2::text[])`,
+);

@@ -1,0 +1,54 @@
+import type { Provider } from '@nestjs/common';
+import { StampededDatabase } from '../database/stampeded-database.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { JOB_COLUMN_DEFAULTS } from '../stampeded.constants.js';
+import { JOB_COLUMN_DEFAULTS as READ_DEFAULTS } from '../sql/jobs.sql.js';
+import { UNREADABLE_COLUMN_DEFAULT } from '../stampeded.messages.js';
+
+/** What a job gets for each option it does not set, at any layer: the jobs table's column defaults. */
+export interface JobColumnDefaults {
+  priority: number;
+  expireSeconds: number;
+  maxAttempts: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  maxInterruptions: number;
+  maxDeferrals: number;
+}
+
+const COLUMNS: Record<keyof JobColumnDefaults, string> = {
+  priority: 'priority',
+  expireSeconds: 'expire_seconds',
+  maxAttempts: 'max_attempts',
+  backoffBaseMs: 'backoff_base_ms',
+  backoffMaxMs: 'backoff_max_ms',
+  maxInterruptions: 'max_interruptions',
+  maxDeferrals: 'max_deferrals',
+};
+
+/** A default as pg_get_expr prints a constant: `25`, `'25'::smallint`, `(-1)`. */
+export function parseIntegerDefault(expression: string): number | undefined {
+  const match = /^\(?'?(-?\d+)'?\)?(?:::[a-z ]+)?$/.exec(expression.trim());
+  return match ? Number(match[1]) : undefined;
+}
+
+export async function readJobColumnDefaults(db: StampededDatabase): Promise<JobColumnDefaults> {
+  const rows = await db.query<{ name: string; expression: string }>(READ_DEFAULTS, [
+    `${db.quotedSchema()}.stampeded_jobs`,
+    Object.values(COLUMNS),
+  ]);
+  const byColumn = new Map(rows.map((r) => [r.name, r.expression]));
+  const defaults = {} as JobColumnDefaults;
+  for (const [option, column] of Object.entries(COLUMNS) as [keyof JobColumnDefaults, string][]) {
+    const expression = byColumn.get(column);
+    const value = expression === undefined ? undefined : parseIntegerDefault(expression);
+    if (value === undefined) throw new StampededConfigError(UNREADABLE_COLUMN_DEFAULT(db.schema, column, expression));
+    defaults[option] = value;
+  }
+  return defaults;
+}
+
+/** Read once, at startup, after the database provider has checked the schema. */
+export function createJobColumnDefaultsProvider(): Provider {
+  return { provide: JOB_COLUMN_DEFAULTS, inject: [StampededDatabase], useFactory: readJobColumnDefaults };
+}
