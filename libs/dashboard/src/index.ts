@@ -5,18 +5,8 @@ export type {
   DashboardAuthFunction,
   BasicAuthCredentials,
 } from './interfaces/dashboard-options.interface.js';
-export { StampededInspector, InspectorInputError, STATES, encodeCursor } from './inspector/stampeded-inspector.js';
-export type {
-  InspectorDatabase,
-  QueueSummary,
-  ThroughputBucket,
-  JobPage,
-  ActionResult,
-  RedriveOptions,
-  RedriveResult,
-  PruneOptions,
-  State,
-} from './inspector/stampeded-inspector.js';
+// The inspector's names, as its own entry point (@stampeded/dashboard/inspector) exports them.
+export * from './inspector/index.js';
 export { CSRF_COOKIE, CSRF_HEADER, CSRF_FIELD } from './dashboard.constants.js';
 export { StampededHealthIndicator, StampededHealthModule } from './health/stampeded.health.js';
 export type { StampededHealthOptions, StampededHealthResult } from './health/stampeded.health.js';
