@@ -247,16 +247,25 @@ describe('stampeded CLI', () => {
       expect((await cli(url, ['jobs', 'retry', 'not-a-uuid'])).code).toBe(2);
     });
 
-    it('holds and releases a queue through its verdict', async () => {
+    it('pauses and resumes a queue, saying who paused it and why', async () => {
       const paused = await cli(url, ['queues', 'pause', 'mail', '--reason', 'deploying']);
       expect(paused.code).toBe(0);
-      let { rows } = await sql.query(`SELECT verdict, reason, decided_at FROM stampeded_queue_policies WHERE queue = 'mail'`);
-      expect(rows[0]).toMatchObject({ verdict: 'hold', reason: expect.stringMatching(/^paused by .*: deploying$/) });
-      expect(rows[0].decided_at).toBeInstanceOf(Date);
-      expect((await cli(url, ['status'])).stdout).toMatch(/^mail\s.*\shold/m);
+      expect(paused.stdout).toMatch(/^queue mail paused by .+: deploying$/m);
+      let { rows } = await sql.query(`SELECT paused, paused_by, pause_reason, paused_at, verdict, reason FROM stampeded_queue_policies WHERE queue = 'mail'`);
+      expect(rows[0]).toMatchObject({ paused: true, paused_by: expect.any(String), pause_reason: 'deploying', verdict: 'hold' });
+      expect(rows[0].paused_at).toBeInstanceOf(Date);
+      expect(rows[0].reason).toBe(`paused by ${rows[0].paused_by}: deploying`);
+      const status = await cli(url, ['status']);
+      expect(status.stdout).toMatch(/\sVERDICT\s+PAUSED BY\s/);
+      const line = status.stdout.split('\n').find((l) => l.startsWith('mail '))!;
+      expect(line).toContain(' hold ');
+      expect(line).toContain(` ${rows[0].paused_by} `);
+      expect((await cli(url, ['status', '--json'])).json().queues.find((q: any) => q.queue === 'mail')).toMatchObject({
+        paused: true, pausedBy: rows[0].paused_by, pauseReason: 'deploying',
+      });
       expect((await cli(url, ['queues', 'resume', 'mail'])).code).toBe(0);
-      ({ rows } = await sql.query(`SELECT verdict FROM stampeded_queue_policies WHERE queue = 'mail'`));
-      expect(rows[0].verdict).toBe('steady');
+      ({ rows } = await sql.query(`SELECT paused, paused_by, pause_reason, paused_at, verdict FROM stampeded_queue_policies WHERE queue = 'mail'`));
+      expect(rows[0]).toEqual({ paused: false, paused_by: null, pause_reason: null, paused_at: null, verdict: 'steady' });
     });
 
     it('lists, pauses and resumes schedules', async () => {

@@ -92,6 +92,7 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     await expect(control.setPolicy('q', { maxRunning: 0 })).rejects.toThrow(/policy\.maxRunning must be a whole number from 1/);
     await expect(control.setPolicy('q', { maxWait: 3 } as never)).rejects.toThrow(/unknown option "maxWait"/);
     await expect(control.pause('q', {} as never)).rejects.toThrow(/say who pauses/);
+    await expect(control.pause('q', { by: 'ana', reason: 42 } as never)).rejects.toThrow(/reason must be a string saying why/);
     expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_queue_policies`)).rows[0].n).toBe(0);
     await expect(bootApp(db.url, { stampeded: { control: { freshness: 1000, plannerInterval: 2000 } } })).rejects.toThrow(StampededConfigError);
     await expect(bootApp(db.url, { stampeded: { control: { breakers: { default: { threshold: -1 } } } } })).rejects.toThrow(
@@ -139,12 +140,23 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     expect(order).toEqual([...Array(6).fill('rushed'), ...Array(6).fill('plain')]);
   });
 
-  it("pauses a queue for every worker process until resumed; the planner keeps the pause; the dashboard's hold is the same hold", async () => {
+  it('pauses a queue for every worker process until resumed; the planner keeps the pause and reads it from its columns', async () => {
     const stampeded = { worker: { concurrency: 5, pollIntervalMs: 100 }, maintenance: { leaderCheckIntervalMs: 200 }, control: { plannerInterval: 300, refreshInterval: 100 } };
     const app = await boot({ stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
     const control = app.get(QueueControlService);
     const paused = await control.pause('plain', { by: 'ana', reason: 'migrating the mail server' });
-    expect(paused).toMatchObject({ verdict: 'hold', reason: 'paused by ana: migrating the mail server', paused: true });
+    expect(paused).toMatchObject({
+      paused: true, pausedBy: 'ana', pauseReason: 'migrating the mail server', verdict: 'hold', reason: 'paused by ana: migrating the mail server',
+    });
+    expect(paused.pausedAt).toBeInstanceOf(Date);
+    const row = async () =>
+      (await sql.query(`SELECT paused, paused_by, pause_reason, paused_at, verdict, reason FROM stampeded_queue_policies WHERE queue = 'plain'`)).rows[0];
+    expect(await row()).toMatchObject({ paused: true, paused_by: 'ana', pause_reason: 'migrating the mail server', verdict: 'hold' });
+
+    // Pausing again records the new who and why, and keeps since when.
+    const again = await control.pause('plain', { by: 'bo' });
+    expect(again).toMatchObject({ paused: true, pausedBy: 'bo', pauseReason: null, reason: 'paused by bo', pausedAt: paused.pausedAt });
+    await control.pause('plain', { by: 'ana', reason: 'migrating the mail server' });
 
     const workers = [start({ stampeded }), start({ stampeded }), start({ stampeded })];
     await Promise.all(workers.map((w) => w.waitFor('ready')));
@@ -154,24 +166,52 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     const planned = leader.count('planned');
     await waitFor(() => leader.count('planned') >= planned + 3, 'three planner runs');
     expect(await counts('plain')).toEqual({ available: 30 });
-    expect(await control.policy('plain')).toMatchObject({ verdict: 'hold', reason: 'paused by ana: migrating the mail server' });
+    expect(await control.policy('plain')).toMatchObject({ verdict: 'hold', reason: 'paused by ana: migrating the mail server', paused: true });
 
-    await control.resume('plain', { by: 'ana' });
+    const resumed = await control.resume('plain', { by: 'ana' });
+    expect(resumed).toMatchObject({ paused: false, pausedBy: null, pauseReason: null, pausedAt: null, verdict: 'steady', reason: 'resumed by ana' });
     await waitFor(async () => (await counts('plain')).completed === 30, 'the resumed queue to drain');
 
-    // The dashboard's and the CLI's pause (libs/dashboard SET_QUEUE_VERDICT) is obeyed the same way.
-    await sql.query(
-      `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at) VALUES ('plain', 'hold', 'paused by cli-user', now())
-       ON CONFLICT (queue) DO UPDATE SET verdict = excluded.verdict, reason = excluded.reason, decided_at = now(), updated_at = now()`,
-    );
+    // The columns are the pause, whatever the verdict says: set alone, they
+    // stop every worker, and the planner turns the verdict to hold from them.
+    await sql.query(`UPDATE stampeded_queue_policies SET paused = true, paused_by = 'cli-user', paused_at = now(), updated_at = now() WHERE queue = 'plain'`);
     const before = leader.count('planned');
     await waitFor(() => leader.count('planned') >= before + 2, 'two planner runs');
     await enqueue('plain', 'plain-work', 10);
     const after = leader.count('planned');
     await waitFor(() => leader.count('planned') >= after + 3, 'three more planner runs');
     expect((await counts('plain')).available).toBe(10);
-    await sql.query(`UPDATE stampeded_queue_policies SET verdict = 'steady', reason = 'resumed by cli-user', decided_at = now() WHERE queue = 'plain'`);
-    await waitFor(async () => (await counts('plain')).completed === 40, 'the queue to drain after the CLI resumed it');
+    expect(await row()).toMatchObject({ verdict: 'hold', reason: 'paused by cli-user' });
+    await sql.query(`UPDATE stampeded_queue_policies SET paused = false, paused_by = NULL, paused_at = NULL, updated_at = now() WHERE queue = 'plain'`);
+    await waitFor(async () => (await counts('plain')).completed === 40, 'the queue to drain once its pause was lifted');
+    expect((await row()).verdict).toBe('steady');
+  });
+
+  it('leaves a row an operator writes while the planner decides as the operator wrote it', async () => {
+    const app = await boot({ stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
+    await app.get(QueueControlService).setPolicy('plain', { maxRunning: 5 });
+    const operator = await sqlClient(db.url);
+    try {
+      await operator.query('BEGIN');
+      await operator.query(
+        `UPDATE stampeded_queue_policies SET paused = true, paused_by = 'ana', paused_at = now(), verdict = 'hold', reason = 'paused by ana', updated_at = now()
+          WHERE queue = 'plain'`,
+      );
+      // The planner reads the row as it was, decides steady, and waits for the row to write it.
+      const planning = app.get(MaintenanceService).run('planner') as Promise<{ verdicts: Record<string, { verdict: string }> }>;
+      const waiting = `SELECT 1 FROM pg_stat_activity
+                        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%stampeded_queue_policies p%SET verdict = v.verdict%'`;
+      await waitFor(async () => (await sql.query(waiting)).rowCount === 1, "the planner's write to wait for the operator's");
+      await operator.query('COMMIT');
+      expect((await planning).verdicts.plain.verdict).toBe('steady');
+    } finally {
+      await operator.end();
+    }
+    const { rows } = await sql.query(`SELECT paused, verdict, reason FROM stampeded_queue_policies WHERE queue = 'plain'`);
+    expect(rows[0]).toEqual({ paused: true, verdict: 'hold', reason: 'paused by ana' });
+    // The next run decides on the paused row.
+    const next = (await app.get(MaintenanceService).run('planner')) as { verdicts: Record<string, { verdict: string; reason: string }> };
+    expect(next.verdicts.plain).toMatchObject({ verdict: 'hold', reason: 'paused by ana' });
   });
 
   it('keeps a max_running queue near its cap across three worker processes, and measures the overshoot', async () => {

@@ -64,14 +64,20 @@ describe('health indicator (@nestjs/terminus)', () => {
     expect(up.body).toMatchObject({ status: 'ok', info: { stampeded: { status: 'up', maintenanceLeader: true, waitingSeconds: {} } } });
   });
 
-  it('is down when the next due job of a queue has waited past the threshold, unless the queue is held', async () => {
+  it('is down when the next due job of a queue has waited past the threshold, unless the queue is paused or held', async () => {
     await sql.query(`INSERT INTO stampeded_jobs (queue, task, scheduled_at) VALUES ('reports', 'build', now() - interval '10 minutes')`);
     const down = await health();
     expect(down.status).toBe(503);
     expect(down.body.error.stampeded).toMatchObject({ status: 'down', reason: expect.stringMatching(/jobs due for more than 60 s in reports/) });
     expect(down.body.error.stampeded.waitingSeconds.reports).toBeGreaterThanOrEqual(600);
 
-    await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at) VALUES ('reports', 'hold', 'paused by test', now())`);
+    // A pause, read from its columns whatever the verdict says.
+    await sql.query(`INSERT INTO stampeded_queue_policies (queue, paused, paused_by, paused_at) VALUES ('reports', true, 'test', now())`);
+    expect((await health()).status).toBe(200);
+    await sql.query(`UPDATE stampeded_queue_policies SET paused = false, paused_by = NULL, paused_at = NULL WHERE queue = 'reports'`);
+    expect((await health()).status).toBe(503);
+    // The planner's hold (at max_running) waits by intent too.
+    await sql.query(`UPDATE stampeded_queue_policies SET verdict = 'hold', reason = 'max_running: test', decided_at = now() WHERE queue = 'reports'`);
     expect((await health()).status).toBe(200);
   });
 

@@ -64,7 +64,8 @@ describe('Prometheus metrics', () => {
     const sql = await sqlClient(db.url);
     try {
       await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'images' AND finished_at IS NOT NULL`)).rowCount === 5, 'all five to finish');
-      await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict) VALUES ('backlog', 'hold')`);
+      await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict) VALUES ('backlog', 'hold'), ('images', 'steady')`);
+      await sql.query(`UPDATE stampeded_queue_policies SET paused = true, paused_by = 'ops', paused_at = now() WHERE queue = 'backlog'`);
       await sql.query(`INSERT INTO stampeded_breakers (destination, state, opened_at, open_until) VALUES ('smtp', 'open', now(), now() + interval '1 minute')`);
     } finally {
       await sql.end();
@@ -87,6 +88,8 @@ describe('Prometheus metrics', () => {
     expect(sample(text, 'stampeded_jobs', { queue: 'backlog', state: 'available' })).toBe(1);
     expect(sample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'hold' })).toBe(1);
     expect(sample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'steady' })).toBe(0);
+    expect(sample(text, 'stampeded_queue_paused', { queue: 'backlog' })).toBe(1);
+    expect(sample(text, 'stampeded_queue_paused', { queue: 'images' })).toBe(0);
     expect(sample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'open' })).toBe(1);
     expect(sample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'closed' })).toBe(0);
   });

@@ -201,10 +201,16 @@ describe('dashboard', () => {
     it('pauses and resumes a queue and a schedule', async () => {
       const paused = await post('/stampeded/api/queues/mail/pause', { reason: 'migrating' });
       expect(paused.status).toBe(200);
-      expect(await paused.json()).toMatchObject({ queue: 'mail', verdict: 'hold', reason: 'paused by ops (dashboard): migrating' });
-      expect((await (await get('/stampeded/api/queues')).json()).queues.find((q: any) => q.queue === 'mail').verdict).toBe('hold');
+      expect(await paused.json()).toMatchObject({
+        queue: 'mail', paused: true, paused_by: 'ops (dashboard)', pause_reason: 'migrating', verdict: 'hold', reason: 'paused by ops (dashboard): migrating',
+      });
+      expect((await (await get('/stampeded/api/queues')).json()).queues.find((q: any) => q.queue === 'mail')).toMatchObject({
+        verdict: 'hold', paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'migrating', pausedAt: expect.any(String),
+      });
       expect((await post('/stampeded/api/queues/mail/resume')).status).toBe(200);
-      expect((await sql.query(`SELECT verdict FROM stampeded_queue_policies WHERE queue = 'mail'`)).rows[0].verdict).toBe('steady');
+      expect((await sql.query(`SELECT verdict, paused, paused_by FROM stampeded_queue_policies WHERE queue = 'mail'`)).rows[0]).toEqual({
+        verdict: 'steady', paused: false, paused_by: null,
+      });
 
       await sql.query(`INSERT INTO stampeded_schedules (key, queue, task, interval_secs, timezone) VALUES ('hourly-report', 'mail', 'report', 3600, 'Asia/Tokyo')`);
       expect((await post('/stampeded/api/schedules/hourly-report/pause')).status).toBe(200);
@@ -304,7 +310,9 @@ describe('dashboard', () => {
     it('is an operator hold that queue control recognises, and resuming lets the worker run the queue', async () => {
       expect((await post('/stampeded/api/queues/work/pause', { reason: 'incident 42' })).status).toBe(200);
       const control = app.get(QueueControlService);
-      expect(await control.policy('work')).toMatchObject({ verdict: 'hold', paused: true, reason: 'paused by ops (dashboard): incident 42' });
+      expect(await control.policy('work')).toMatchObject({
+        verdict: 'hold', paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'incident 42', reason: 'paused by ops (dashboard): incident 42',
+      });
       const { id } = await queue.enqueue('sync-order', { order: 7 });
       expect((await post('/stampeded/api/queues/work/resume')).status).toBe(200);
       expect((await control.policy('work'))?.paused).toBe(false);
@@ -321,6 +329,22 @@ describe('dashboard', () => {
       expect(html).toMatch(/<a href="\/stampeded\/jobs\?queue=mail">mail<\/a>/);
       expect(html).toMatch(/<svg class="chart" role="img" aria-label="\d+ jobs finished in the last hour"/);
       expect(html).not.toContain('<script');
+    });
+
+    it("shows a paused queue's pause with a Resume button, and a held one's verdict with a Pause button", async () => {
+      await post('/stampeded/api/queues/mail/pause', { reason: 'migrating <now>' });
+      await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at) VALUES ('at-cap', 'hold', 'max_running: test', now())`);
+      try {
+        const html = await (await get('/stampeded')).text();
+        const row = (queue: string) => html.split('<tr>').find((r) => r.includes(`>${queue}</a>`))!;
+        expect(row('mail')).toContain('<span class="tag hold">paused</span> <span class="dim">by ops (dashboard): migrating &lt;now&gt;</span>');
+        expect(row('mail')).toContain('/actions/queues/mail/resume');
+        expect(row('at-cap')).toContain('<span class="tag hold">hold</span> <span class="dim">max_running: test</span>');
+        expect(row('at-cap')).toContain('/actions/queues/at-cap/pause');
+      } finally {
+        await post('/stampeded/api/queues/mail/resume');
+        await sql.query(`DELETE FROM stampeded_queue_policies WHERE queue = 'at-cap'`);
+      }
     });
 
     it('renders the jobs list with filters and a next-page link, and a job with its dead-letter provenance', async () => {

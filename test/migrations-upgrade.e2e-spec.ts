@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
-import { QueueService, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
+import { QueueControlService, QueueService, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
 import { MIGRATION_FILES } from '@stampeded/nestjs/internal';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
@@ -98,6 +98,15 @@ describe('upgrading an install recorded under the earlier numbering', () => {
     await installOld(sql, schema, upTo);
     await sql.query(`SELECT ${schema}.stampeded_create_queue('upgrade')`);
     await sql.query(`INSERT INTO ${schema}.stampeded_jobs (queue, task, args) VALUES ('upgrade', 'upgraded', '{"n": 1}')`);
+    // Pauses as that version wrote them (a 'hold' verdict whose reason says who and why), and rows that were not pauses.
+    await sql.query(
+      `INSERT INTO ${schema}.stampeded_queue_policies (queue, verdict, reason, decided_at) VALUES
+         ('mail', 'hold', 'paused by ana: migrating: the mail server', '2026-01-02T03:04:05Z'),
+         ('reports', 'hold', 'paused by ops (dashboard)', '2026-01-02T03:04:05Z'),
+         ('capped', 'hold', 'max_running: 5 claimed or executing, cap 5', now()),
+         ('resumed', 'steady', 'resumed by ana', now()),
+         ('said-so', 'steady', 'paused by nobody: a steady verdict was never a pause', now())`,
+    );
 
     const applied = await migrate(db.url, { schema });
     const expectedPending = MIGRATION_FILES.filter((m) => !OLD_MIGRATIONS.some((o) => o.name === m.name && o.version <= upTo));
@@ -105,6 +114,18 @@ describe('upgrading an install recorded under the earlier numbering', () => {
     const { rows: recorded } = await sql.query(`SELECT version, name FROM ${schema}.stampeded_schema_migrations ORDER BY version`);
     expect(recorded).toEqual(MIGRATION_FILES.map((m) => ({ version: m.version, name: m.name })));
     expect(await migrate(db.url, { schema })).toEqual({ migrations: [], functions: [] });
+    const { rows: pauses } = await sql.query(
+      `SELECT queue, paused, paused_by, pause_reason, paused_at, verdict, reason FROM ${schema}.stampeded_queue_policies ORDER BY queue`,
+    );
+    const at = new Date('2026-01-02T03:04:05Z');
+    const unpaused = { paused: false, paused_by: null, pause_reason: null, paused_at: null };
+    expect(pauses).toEqual([
+      { queue: 'capped', ...unpaused, verdict: 'hold', reason: 'max_running: 5 claimed or executing, cap 5' },
+      { queue: 'mail', paused: true, paused_by: 'ana', pause_reason: 'migrating: the mail server', paused_at: at, verdict: 'hold', reason: 'paused by ana: migrating: the mail server' },
+      { queue: 'reports', paused: true, paused_by: 'ops (dashboard)', pause_reason: null, paused_at: at, verdict: 'hold', reason: 'paused by ops (dashboard)' },
+      { queue: 'resumed', ...unpaused, verdict: 'steady', reason: 'resumed by ana' },
+      { queue: 'said-so', ...unpaused, verdict: 'steady', reason: 'paused by nobody: a steady verdict was never a pause' },
+    ]);
 
     await migrate(db.url, { schema: `fresh_${schema}` });
     await sql.query(`SELECT fresh_${schema}.stampeded_create_queue('upgrade')`);
@@ -117,6 +138,10 @@ describe('upgrading an install recorded under the earlier numbering', () => {
       await waitFor(() => handled.length === 1, 'the job enqueued before the upgrade to run');
       expect(handled).toEqual(['n=1']);
       expect((await app.get(QueueService).counts('upgrade')).completed).toBe(1);
+      // The service reads the pause from its columns, and a resume clears them.
+      const control = app.get(QueueControlService);
+      expect(await control.policy('mail')).toMatchObject({ paused: true, pausedBy: 'ana', pauseReason: 'migrating: the mail server', pausedAt: at });
+      expect(await control.resume('mail', { by: 'ana' })).toMatchObject({ paused: false, pausedBy: null, pauseReason: null, pausedAt: null, verdict: 'steady' });
     } finally {
       await app.close();
     }

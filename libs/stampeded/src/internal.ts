@@ -10,6 +10,7 @@ export { DeadLetterRedriver } from './queue/dead-letter-redriver.js';
 export type { RedriveDatabase } from './queue/dead-letter-redriver.js';
 export { MIGRATION_FILES, LATEST_VERSION } from './sql/migrations/migrations.js';
 export type { MigrationFile } from './sql/migrations/migrations.js';
-export { decideVerdict, QUEUE_POLICY_TREE } from './control/queue-policy.tree.js';
+export { decideVerdict, pauseExplained, QUEUE_POLICY_TREE } from './control/queue-policy.tree.js';
 export type { BehaviourNode, Decision, QueueFacts, Verdict } from './control/queue-policy.tree.js';
+export { PAUSE_QUEUE, RESUME_QUEUE } from './sql/control.sql.js';
 export { StampededConfigError } from './errors/stampeded.errors.js';

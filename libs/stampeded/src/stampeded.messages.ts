@@ -113,6 +113,11 @@ export const TENANT_OVER_SHARE = (tenant: string, running: number, share: number
 
 export const QUEUE_NAME_REQUIRED = (what: string) => `${what}: give the queue's name, a non-empty string.`;
 
+export const PAUSED_BY_REQUIRED = (what: string) => `${what}: say who pauses the queue, as { by: "name" } (a non-empty string).`;
+
+export const PAUSE_REASON_NOT_TEXT = (what: string, reason: unknown) =>
+  `${what}: reason must be a string saying why the queue is paused, got ${JSON.stringify(reason)}.`;
+
 export const DESTINATION_REQUIRED = (what: string) => `${what}: give the destination, a non-empty string.`;
 
 export const INVALID_TRACING_OPTION = (option: string, problem: string) =>

@@ -7,19 +7,19 @@ export function registerQueues(program: Command): void {
 
   queues
     .command('pause')
-    .description("hold a queue: an operator's 'hold' verdict in its policy row, which the planner keeps and workers obey")
+    .description('pause a queue for every worker until it is resumed: running jobs finish, no new ones are claimed')
     .argument('<queue>', 'the queue')
     .option('--reason <why>', 'why, recorded beside who paused it')
     .action((queue: string, opts: { reason?: string }, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
         const row = await inspector.pauseQueue(queue, operatorName(options.io.env), opts.reason);
-        emit(options, row, () => `queue ${queue} held (${row.reason})`);
+        emit(options, row, () => `queue ${queue} paused by ${row.paused_by}${row.pause_reason ? `: ${row.pause_reason}` : ''}`);
       }),
     );
 
   queues
     .command('resume')
-    .description("release a held queue: the verdict goes back to 'steady'")
+    .description('resume a paused queue: workers claim from it again')
     .argument('<queue>', 'the queue')
     .action((queue: string, _opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {

@@ -9,7 +9,7 @@ const STALE_AFTER_SECS = 60;
 export function registerStatus(program: Command): void {
   program
     .command('status')
-    .description('server and schema versions, jobs per queue and state, queue verdicts, workers')
+    .description('server and schema versions, jobs per queue and state, queue verdicts and pauses, workers')
     .action((_options, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
         // Not compared with the newest migration here: that needs @stampeded/nestjs,
@@ -31,8 +31,14 @@ export function registerStatus(program: Command): void {
             '',
             queues.length
               ? table(
-                  ['QUEUE', ...STATES.map((s) => s.toUpperCase()), 'VERDICT', 'HEAD WAIT'],
-                  queues.map((q) => [q.queue, ...STATES.map((s) => q.counts[s]), q.verdict, q.headWaitSecs === null ? '-' : `${q.headWaitSecs.toFixed(1)}s`]),
+                  ['QUEUE', ...STATES.map((s) => s.toUpperCase()), 'VERDICT', 'PAUSED BY', 'HEAD WAIT'],
+                  queues.map((q) => [
+                    q.queue,
+                    ...STATES.map((s) => q.counts[s]),
+                    q.verdict,
+                    q.paused ? String(q.pausedBy) : '-',
+                    q.headWaitSecs === null ? '-' : `${q.headWaitSecs.toFixed(1)}s`,
+                  ]),
                 )
               : 'no queues yet',
           ].join('\n'),

@@ -26,8 +26,8 @@ export type StampededHealthResult = Record<string, { status: 'up' | 'down'; [det
  * ```
  *
  * Down when the database does not answer, when a queue's next job in claim
- * order has been due for longer than `maxWaitSeconds` (a held queue waits by
- * intent and is left out), or when no process leads maintenance, so that
+ * order has been due for longer than `maxWaitSeconds` (a paused or held queue
+ * waits by intent and is left out), or when no process leads maintenance, so that
  * nothing reaps dead workers or prunes.
  */
 @Injectable()
@@ -37,12 +37,12 @@ export class StampededHealthIndicator {
   async isHealthy(key = 'stampeded', options: StampededHealthOptions = {}): Promise<StampededHealthResult> {
     const maxWaitSeconds = options.maxWaitSeconds ?? 300;
     const timeoutMs = options.timeoutMs ?? 3000;
-    let queues: { queue: string; verdict: string | null; head_wait_secs: number | null }[];
+    let queues: { queue: string; verdict: string | null; paused: boolean; head_wait_secs: number | null }[];
     let leader: boolean;
     try {
       [queues, leader] = await withTimeout(
         Promise.all([
-          this.db.query<{ queue: string; verdict: string | null; head_wait_secs: number | null }>(QUEUE_STATE),
+          this.db.query<{ queue: string; verdict: string | null; paused: boolean; head_wait_secs: number | null }>(QUEUE_STATE),
           this.db.query<{ present: boolean }>(MAINTENANCE_LEADER, [this.db.schema]).then(([row]) => row.present),
         ]),
         timeoutMs,
@@ -52,7 +52,7 @@ export class StampededHealthIndicator {
     }
     const waiting = Object.fromEntries(
       queues
-        .filter((q) => q.verdict !== 'hold' && q.head_wait_secs !== null && Number(q.head_wait_secs) > maxWaitSeconds)
+        .filter((q) => !q.paused && q.verdict !== 'hold' && q.head_wait_secs !== null && Number(q.head_wait_secs) > maxWaitSeconds)
         .map((q) => [q.queue, Math.round(Number(q.head_wait_secs))]),
     );
     const reasons: string[] = [];

@@ -1,10 +1,10 @@
 import type { QueryResultRow } from 'pg';
 import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
-import { DeadLetterRedriver, StampededConfigError, type Statement } from '@stampeded/nestjs/internal';
+import { DeadLetterRedriver, PAUSE_QUEUE, pauseExplained, RESUME_QUEUE, StampededConfigError, type Statement } from '@stampeded/nestjs/internal';
 import {
   CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters,
 } from '../sql/jobs.sql.js';
-import { QUEUE_COUNTS, QUEUE_STATE, SET_QUEUE_VERDICT } from '../sql/queues.sql.js';
+import { QUEUE_COUNTS, QUEUE_STATE } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
@@ -34,6 +34,11 @@ export interface QueueSummary {
   decidedAt: Date | null;
   maxRunning: number | null;
   maxWaitSecs: number | null;
+  /** An operator's pause: no worker claims from the queue until it is resumed. */
+  paused: boolean;
+  pausedBy: string | null;
+  pauseReason: string | null;
+  pausedAt: Date | null;
   /** How long the job at the head of the claim order has been due, in seconds; null when none is due. */
   headWaitSecs: number | null;
 }
@@ -107,6 +112,10 @@ export class StampededInspector {
           decidedAt: null,
           maxRunning: null,
           maxWaitSecs: null,
+          paused: false,
+          pausedBy: null,
+          pauseReason: null,
+          pausedAt: null,
           headWaitSecs: null,
         };
         byQueue.set(queue, s);
@@ -120,6 +129,10 @@ export class StampededInspector {
       s.decidedAt = row.decided_at;
       s.maxRunning = row.max_running;
       s.maxWaitSecs = row.max_wait_secs;
+      s.paused = row.paused === true;
+      s.pausedBy = row.paused_by;
+      s.pauseReason = row.pause_reason;
+      s.pausedAt = row.paused_at;
       s.headWaitSecs = row.head_wait_secs === null ? null : Math.max(0, Number(row.head_wait_secs));
     }
     for (const row of counts) if (Number(row.n) !== 0 || byQueue.has(row.queue)) summary(row.queue).counts[row.state] = Number(row.n);
@@ -220,17 +233,17 @@ export class StampededInspector {
   }
 
   /**
-   * An operator hold on a queue: the verdict 'hold' with a reason that starts
-   * "paused by", which queue control's planner keeps and its workers obey
-   * however old it is (libs/stampeded/src/sql/control.sql.ts reads this shape).
+   * An operator's pause, for the whole fleet until resumed: the core's own
+   * statement, so the dashboard, the CLI and QueueControlService.pause()
+   * write one thing.
    */
   async pauseQueue(queue: string, by: string, why?: string): Promise<Record<string, unknown>> {
-    const [row] = await this.db.query(SET_QUEUE_VERDICT, [queue, 'hold', `paused by ${by}${why ? `: ${why}` : ''}`]);
+    const [row] = await this.db.query(PAUSE_QUEUE, [queue, by, why || null, pauseExplained(by, why)]);
     return row;
   }
 
   async resumeQueue(queue: string, by: string): Promise<Record<string, unknown>> {
-    const [row] = await this.db.query(SET_QUEUE_VERDICT, [queue, 'steady', `resumed by ${by}`]);
+    const [row] = await this.db.query(RESUME_QUEUE, [queue, by]);
     return row;
   }
 

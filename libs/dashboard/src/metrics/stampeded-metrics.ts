@@ -13,7 +13,7 @@ const UNDEFINED_TABLE = '42P01';
 
 /**
  * Stampeded's Prometheus metrics in one registry: gauges read from the
- * database at scrape time (jobs per queue and state, verdicts), counters and
+ * database at scrape time (jobs per queue and state, verdicts, pauses), counters and
  * histograms fed by this process's job events (outcomes, failures by kind,
  * durations, queue wait).
  *
@@ -64,6 +64,16 @@ export class StampededMetrics {
         for (const row of await db.query<{ queue: string; verdict: string }>(METRIC_VERDICTS)) {
           for (const verdict of VERDICTS) this.set({ queue: row.queue, verdict }, row.verdict === verdict ? 1 : 0);
         }
+      },
+    });
+    new client.Gauge({
+      name: `${prefix}queue_paused`,
+      help: '1 while an operator has paused the queue, 0 otherwise.',
+      labelNames: ['queue'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const row of await db.query<{ queue: string; paused: boolean }>(METRIC_VERDICTS)) this.set({ queue: row.queue }, row.paused ? 1 : 0);
       },
     });
     new client.Gauge({

@@ -7,7 +7,7 @@ export const QUEUE_COUNTS = sql(
 );
 
 /**
- * Per queue: its policy and verdict, and the job at the head of the claim
+ * Per queue: its policy, verdict and pause, and the job at the head of the claim
  * order with how long it has been due. The head is read through the claim
  * index in its own order (priority, scheduled_at), one row per queue.
  */
@@ -20,6 +20,7 @@ export const QUEUE_STATE = sql(
    )
    SELECT q.queue,
           p.verdict, p.reason, p.decided_at, p.max_running, p.max_wait_secs,
+          coalesce(p.paused, false) AS paused, p.paused_by, p.pause_reason, p.paused_at,
           head.scheduled_at AS head_due_since,
           extract(epoch FROM now() - head.scheduled_at)::float8 AS head_wait_secs
      FROM names q
@@ -30,18 +31,4 @@ export const QUEUE_STATE = sql(
            ORDER BY j.priority, j.scheduled_at
            LIMIT 1) head ON true
     ORDER BY q.queue`,
-);
-
-/**
- * An operator's hold (or its release) on a queue, written as a verdict. The
- * planner, when it runs, owns these columns too; an operator hold is a
- * verdict like any other and is subject to the readers' freshness window.
- */
-export const SET_QUEUE_VERDICT = sql(
-  'dashboard_set_queue_verdict',
-  `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at)
-   VALUES ($1, $2, $3, now())
-   ON CONFLICT (queue) DO UPDATE
-      SET verdict = excluded.verdict, reason = excluded.reason, decided_at = now(), updated_at = now()
-   RETURNING queue, verdict, reason, decided_at`,
 );

@@ -16,8 +16,10 @@ export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput:
     `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue })}`)}">${esc(q.queue)}</a>`,
     ...STATES.map((s) => (q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>')),
     wait(q.headWaitSecs),
-    `<span class="tag ${esc(q.verdict)}">${esc(q.verdict)}</span>${q.reason ? ` <span class="dim">${esc(q.reason)}</span>` : ''}`,
-    q.verdict === 'hold'
+    q.paused
+      ? `<span class="tag hold">paused</span> <span class="dim">by ${esc(q.pausedBy)}${q.pauseReason ? `: ${esc(q.pauseReason)}` : ''}</span>`
+      : `<span class="tag ${esc(q.verdict)}">${esc(q.verdict)}</span>${q.reason ? ` <span class="dim">${esc(q.reason)}</span>` : ''}`,
+    q.paused
       ? actionButton(ctx, `/actions/queues/${encodeURIComponent(q.queue)}/resume`, 'Resume', ctx.base || '/')
       : actionButton(ctx, `/actions/queues/${encodeURIComponent(q.queue)}/pause`, 'Pause', ctx.base || '/'),
   ]);

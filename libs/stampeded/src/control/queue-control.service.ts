@@ -3,14 +3,15 @@ import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { DESTINATION_REQUIRED, INVALID_CONTROL_OPTION, QUEUE_NAME_REQUIRED } from '../stampeded.messages.js';
+import { DESTINATION_REQUIRED, INVALID_CONTROL_OPTION, PAUSE_REASON_NOT_TEXT, PAUSED_BY_REQUIRED, QUEUE_NAME_REQUIRED } from '../stampeded.messages.js';
 import { durationMs } from '../maintenance/maintenance.config.js';
-import { BREAKER_RESET, BREAKER_TRIP, LIST_BREAKERS, LIST_POLICIES, SET_VERDICT, UPSERT_POLICY } from '../sql/control.sql.js';
+import { BREAKER_RESET, BREAKER_TRIP, LIST_BREAKERS, LIST_POLICIES, PAUSE_QUEUE, RESUME_QUEUE, UPSERT_POLICY } from '../sql/control.sql.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/control.interface.js';
 import type { Duration } from '../interfaces/maintenance.interface.js';
 import { resolveControlConfig, validateQueuePolicy, type ControlConfig } from './control.config.js';
 import { ControlGate } from './control.gate.js';
+import { pauseExplained } from './queue-policy.tree.js';
 
 function toPolicy(r: Record<string, any>): QueuePolicyRow {
   return {
@@ -21,7 +22,10 @@ function toPolicy(r: Record<string, any>): QueuePolicyRow {
     reason: r.reason,
     decidedAt: r.decided_at,
     running: r.running,
-    paused: r.paused ?? (r.verdict === 'hold' && typeof r.reason === 'string' && r.reason.startsWith('paused by ')),
+    paused: r.paused,
+    pausedBy: r.paused_by,
+    pauseReason: r.pause_reason,
+    pausedAt: r.paused_at,
   };
 }
 
@@ -93,20 +97,21 @@ export class QueueControlService implements OnApplicationBootstrap, BeforeApplic
   /**
    * Holds a queue for the whole fleet until resume(): no worker claims from
    * it, whatever the planner would say and however long the planner is gone.
-   * Written as the dashboard and the CLI write it: the verdict 'hold' with
-   * the reason "paused by <who>[: <why>]".
+   * Jobs already running finish. The dashboard and the CLI pause with the
+   * same statement (PAUSE_QUEUE).
    */
   async pause(queue: string, by: { by: string; reason?: string }): Promise<QueuePolicyRow> {
     requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.pause()'));
-    requireName(by?.by, 'QueueControlService.pause(): say who pauses the queue, as { by: "name" }');
-    const [row] = await this.db.query(SET_VERDICT, [queue, 'hold', `paused by ${by.by}${by.reason ? `: ${by.reason}` : ''}`]);
+    requireName(by?.by, PAUSED_BY_REQUIRED('QueueControlService.pause()'));
+    if (by.reason !== undefined && typeof by.reason !== 'string') throw new StampededConfigError(PAUSE_REASON_NOT_TEXT('QueueControlService.pause()', by.reason));
+    const [row] = await this.db.query(PAUSE_QUEUE, [queue, by.by, by.reason || null, pauseExplained(by.by, by.reason)]);
     await this.refreshGates();
     return toPolicy(row);
   }
 
   async resume(queue: string, by: { by?: string } = {}): Promise<QueuePolicyRow> {
     requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.resume()'));
-    const [row] = await this.db.query(SET_VERDICT, [queue, 'steady', `resumed by ${by.by ?? 'an operator'}`]);
+    const [row] = await this.db.query(RESUME_QUEUE, [queue, by.by ?? 'an operator']);
     await this.refreshGates();
     return toPolicy(row);
   }

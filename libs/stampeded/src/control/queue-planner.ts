@@ -12,6 +12,10 @@ interface PlannerRow {
   verdict: Verdict;
   reason: string | null;
   paused: boolean;
+  paused_by: string | null;
+  pause_reason: string | null;
+  /** As text: handed back to WRITE_VERDICTS, which compares it to the microsecond. */
+  updated_at: string;
   running: number;
   head_wait_secs: number | null;
 }
@@ -45,19 +49,22 @@ export class QueuePlanner implements MaintenanceTask {
         running: row.running,
         headWaitSecs: row.head_wait_secs === null ? null : Number(row.head_wait_secs),
         paused: row.paused,
-        pausedReason: row.paused ? row.reason : null,
+        pausedBy: row.paused_by,
+        pauseReason: row.pause_reason,
       };
       const decision = decideVerdict(facts, QUEUE_POLICY_TREE);
       verdicts[row.queue] = { ...decision, running: row.running };
       if (decision.verdict !== row.verdict) this.logger.log(`planner: queue ${row.queue} ${row.verdict} -> ${decision.verdict} (${decision.reason})`);
     }
     if (rows.length) {
+      const updatedAt = new Map(rows.map((r) => [r.queue, r.updated_at]));
       const queues = Object.keys(verdicts);
       await this.db.query(WRITE_VERDICTS, [
         queues,
         queues.map((q) => verdicts[q].verdict),
         queues.map((q) => verdicts[q].reason),
         queues.map((q) => verdicts[q].running),
+        queues.map((q) => updatedAt.get(q)),
       ]);
     }
     return { queues: rows.length, verdicts };

@@ -7,7 +7,8 @@ const facts = (over: Partial<QueueFacts> = {}): QueueFacts => ({
   running: 0,
   headWaitSecs: null,
   paused: false,
-  pausedReason: null,
+  pausedBy: null,
+  pauseReason: null,
   ...over,
 });
 
@@ -35,7 +36,7 @@ describe('the queue policy tree', () => {
   });
 
   it("keeps an operator's pause above everything, with the operator's reason", () => {
-    const d = decideVerdict(facts({ paused: true, pausedReason: 'paused by ana: deploy', maxWaitSecs: 1, headWaitSecs: 99 }));
+    const d = decideVerdict(facts({ paused: true, pausedBy: 'ana', pauseReason: 'deploy', maxWaitSecs: 1, headWaitSecs: 99 }));
     expect(d).toEqual({ verdict: 'hold', reason: 'paused by ana: deploy' });
   });
 

@@ -10,10 +10,11 @@ export interface QueueFacts {
   running: number;
   /** How long the next job in claim order has been due; null when none is. */
   headWaitSecs: number | null;
-  /** An operator's hold (pause) is in force. */
+  /** An operator's pause is in force. */
   paused: boolean;
-  /** The operator's reason, kept as it was written. */
-  pausedReason: string | null;
+  /** Who paused the queue, and why (null when not said). */
+  pausedBy: string | null;
+  pauseReason: string | null;
 }
 
 export type Condition = 'paused' | 'atMaxRunning' | 'waitedTooLong';
@@ -56,11 +57,16 @@ export interface Decision {
   reason: string;
 }
 
+/** The reason a paused queue's verdict gives: written by a pause, and by the planner while the queue stays paused. */
+export function pauseExplained(by: string | null, why: string | null | undefined): string {
+  return `paused by ${by ?? 'an operator'}${why ? `: ${why}` : ''}`;
+}
+
 function explain(branch: string, f: QueueFacts): string {
   const wait = f.headWaitSecs === null ? 'no job due' : `head waited ${f.headWaitSecs.toFixed(1)}s`;
   switch (branch) {
     case 'paused':
-      return f.pausedReason ?? 'paused';
+      return pauseExplained(f.pausedBy, f.pauseReason);
     case 'max_running':
       return `max_running: ${f.running} claimed or executing, cap ${f.maxRunning}`;
     case 'max_wait_secs':

@@ -66,6 +66,12 @@ export interface QueuePolicyRow {
   decidedAt: Date | null;
   /** Claimed plus executing when the planner decided. */
   running: number | null;
-  /** An operator's pause is in force. */
+  /** An operator's pause is in force: no worker claims from the queue until it is resumed. */
   paused: boolean;
+  /** Who paused it; null when not paused. */
+  pausedBy: string | null;
+  /** Why, as the operator wrote it; null when not said or not paused. */
+  pauseReason: string | null;
+  /** Since when; null when not paused. */
+  pausedAt: Date | null;
 }

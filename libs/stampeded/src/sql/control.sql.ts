@@ -4,39 +4,57 @@ import { CLAIMED_COLUMNS } from './jobs.sql.js';
 // Queue control: queue policies and verdicts, circuit breakers, tenant shares.
 // Durations travel as milliseconds, as in the maintenance statements.
 
-/**
- * An operator's hold is the verdict 'hold' with a reason that starts "paused
- * by": the representation the dashboard and the CLI write (their
- * SET_QUEUE_VERDICT). The planner keeps such a verdict, and readers obey it
- * however old it is: a dead planner must not un-pause a queue someone paused.
- */
-function operatorHold(alias = ''): string {
-  return `${alias}verdict = 'hold' AND ${alias}reason LIKE 'paused by %'`;
-}
+/** A policy row as the service returns it: the policy, the planner's verdict, an operator's pause. */
+const POLICY_COLUMNS = `queue, max_running, max_wait_secs, verdict, reason, decided_at, running,
+          paused, paused_by, pause_reason, paused_at`;
 
-/** A declared or run-time policy; the verdict columns are the planner's and are left alone. */
+/** A declared or run-time policy; the verdict and pause columns are left alone. */
 export const UPSERT_POLICY = sql(
   'control_upsert_policy',
   `INSERT INTO stampeded_queue_policies (queue, max_running, max_wait_secs)
    VALUES ($1, $2, $3)
    ON CONFLICT (queue) DO UPDATE
       SET max_running = excluded.max_running, max_wait_secs = excluded.max_wait_secs, updated_at = now()
-   RETURNING queue, max_running, max_wait_secs, verdict, reason, decided_at, running`,
+   RETURNING ${POLICY_COLUMNS}`,
 );
 
-export const SET_VERDICT = sql(
-  'control_set_verdict',
-  `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at)
-   VALUES ($1, $2, $3, now())
+/**
+ * An operator's pause ($2 who, $3 why or null), for the whole fleet until
+ * resumed: the service, the dashboard and the CLI all write it with this
+ * statement. Workers obey `paused` however old the verdict is (a dead planner
+ * must not un-pause a queue). The verdict turns 'hold' at once, with $4 as
+ * its reason (pauseExplained() in control/queue-policy.tree.ts), so that
+ * every reader of verdicts agrees before the planner next runs. Pausing a
+ * paused queue records the new who and why and keeps when it was paused.
+ */
+export const PAUSE_QUEUE = sql(
+  'control_pause_queue',
+  `INSERT INTO stampeded_queue_policies AS p (queue, paused, paused_by, pause_reason, paused_at, verdict, reason, decided_at)
+   VALUES ($1, true, $2, $3, now(), 'hold', $4, now())
    ON CONFLICT (queue) DO UPDATE
-      SET verdict = excluded.verdict, reason = excluded.reason, decided_at = now(), updated_at = now()
-   RETURNING queue, max_running, max_wait_secs, verdict, reason, decided_at, running`,
+      SET paused = true, paused_by = excluded.paused_by, pause_reason = excluded.pause_reason,
+          paused_at = CASE WHEN p.paused THEN p.paused_at ELSE now() END,
+          verdict = 'hold', reason = excluded.reason, decided_at = now(), updated_at = now()
+   RETURNING ${POLICY_COLUMNS}`,
+);
+
+/**
+ * Ends a pause ($2: who, as the verdict's reason). The verdict is steady at
+ * once, rather than the pause's hold until the planner next runs.
+ */
+export const RESUME_QUEUE = sql(
+  'control_resume_queue',
+  `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at)
+   VALUES ($1, 'steady', 'resumed by ' || $2::text, now())
+   ON CONFLICT (queue) DO UPDATE
+      SET paused = false, paused_by = NULL, pause_reason = NULL, paused_at = NULL,
+          verdict = 'steady', reason = excluded.reason, decided_at = now(), updated_at = now()
+   RETURNING ${POLICY_COLUMNS}`,
 );
 
 export const LIST_POLICIES = sql(
   'control_list_policies',
-  `SELECT queue, max_running, max_wait_secs, verdict, reason, decided_at, running,
-          (${operatorHold()}) AS paused
+  `SELECT ${POLICY_COLUMNS}
      FROM stampeded_queue_policies
     ORDER BY queue`,
 );
@@ -49,7 +67,7 @@ export const LIST_POLICIES = sql(
 export const PLANNER_INPUTS = sql(
   'control_planner_inputs',
   `SELECT p.queue, p.max_running, p.max_wait_secs, p.verdict, p.reason,
-          (${operatorHold('p.')}) AS paused,
+          p.paused, p.paused_by, p.pause_reason, p.updated_at::text AS updated_at,
           (SELECT count(*) FROM stampeded_jobs j
             WHERE j.queue = p.queue AND j.state IN ('claimed', 'executing'))::int AS running,
           (SELECT extract(epoch FROM now() - j.scheduled_at)::float8 FROM stampeded_jobs j
@@ -60,19 +78,18 @@ export const PLANNER_INPUTS = sql(
 );
 
 /**
- * The planner's verdicts, in one statement. An operator's hold written
- * between the planner's read and this write is re-read here (the row is
- * locked and re-checked) and kept.
+ * The planner's verdicts, in one statement. A row an operator wrote (a
+ * policy, a pause, a resume) between the planner's read and this write is
+ * left as the operator wrote it: `updated_at` ($5, as read, in text so that
+ * it compares to the microsecond) is re-checked under the row lock here, and
+ * the next run decides on the new row.
  */
 export const WRITE_VERDICTS = sql(
   'control_write_verdicts',
   `UPDATE stampeded_queue_policies p
-      SET verdict    = CASE WHEN ${operatorHold('p.')} THEN p.verdict ELSE v.verdict END,
-          reason     = CASE WHEN ${operatorHold('p.')} THEN p.reason ELSE v.reason END,
-          decided_at = now(),
-          running    = v.running
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS v(queue, verdict, reason, running)
-    WHERE p.queue = v.queue`,
+      SET verdict = v.verdict, reason = v.reason, decided_at = now(), running = v.running
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[]) AS v(queue, verdict, reason, running, updated_at)
+    WHERE p.queue = v.queue AND p.updated_at = v.updated_at`,
 );
 
 /**
@@ -84,8 +101,7 @@ export const WRITE_VERDICTS = sql(
  */
 export const READ_VERDICTS = sql(
   'control_read_verdicts',
-  `SELECT queue, verdict, max_running, running, decided_at,
-          (${operatorHold()}) AS paused,
+  `SELECT queue, verdict, max_running, running, decided_at, paused,
           (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh,
           CASE WHEN max_running IS NOT NULL THEN
             (SELECT count(*)::int FROM stampeded_jobs j
