@@ -3,7 +3,8 @@ import pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import { startPostgres, type StartedPostgres, type TestDatabase } from '@stampeded/testing';
 import { testDatabase, waitFor } from './support/test-app.js';
-import { ChaosWorker, LEDGER_SQL, Load, settled, tcpPortsOf, verdict, type Verdict } from './support/chaos.js';
+import { LEDGER_SQL, Load, settled, tcpPortsOf, verdict, type Verdict } from './support/chaos.js';
+import { WorkerProcess } from './support/worker-process.js';
 
 // The fault suite. Four worker processes under a steady load; every handler
 // writes its execution into a ledger in the same database; each fault is
@@ -40,8 +41,8 @@ const figures: Figure[] = [];
 
 /** Four workers, kept at four: a dead one is replaced, as a process manager would. */
 class Fleet {
-  readonly workers: ChaosWorker[] = [];
-  readonly all: ChaosWorker[] = [];
+  readonly workers: WorkerProcess[] = [];
+  readonly all: WorkerProcess[] = [];
   deaths = 0;
   private supervisor?: NodeJS.Timeout;
   private stopping = false;
@@ -55,14 +56,22 @@ class Fleet {
 
   async start(): Promise<void> {
     for (let i = 0; i < FLEET; i++) this.spawn(i);
-    await Promise.all(this.workers.map((w) => w.whenReady()));
+    await Promise.all(this.workers.map((w) => w.ready()));
     this.supervisor = setInterval(() => void this.replaceDead(), 100);
   }
 
-  private spawn(slot: number, extra: { stampeded?: Record<string, unknown> } = {}): ChaosWorker {
+  private spawn(slot: number, extra: { stampeded?: Record<string, unknown> } = {}): WorkerProcess {
     // A heap of 256 MB, so that the leaking handler runs out in a second,
     // as a container's memory limit would end it.
-    const worker = ChaosWorker.start({ url: this.url, stampeded: this.stampeded, skewMs: SKEWS[slot % SKEWS.length], maxOldSpaceMb: 256, ...extra });
+    const worker = WorkerProcess.start({
+      url: this.url,
+      tasks: 'chaos',
+      unhandled: 'report',
+      stampeded: this.stampeded,
+      skewMs: SKEWS[slot % SKEWS.length],
+      maxOldSpaceMb: 256,
+      ...extra,
+    });
     this.workers[slot] = worker;
     this.all.push(worker);
     return worker;
@@ -86,7 +95,7 @@ class Fleet {
     }
   }
 
-  async recordDeath(worker: ChaosWorker): Promise<void> {
+  async recordDeath(worker: WorkerProcess): Promise<void> {
     for (let i = 0; i < 100; i++) {
       try {
         await this.sql.query(`INSERT INTO chaos_deaths (pid) VALUES ($1) ON CONFLICT DO NOTHING`, [worker.pid]);
@@ -98,7 +107,7 @@ class Fleet {
   }
 
   /** A worker that is running a job right now, by the ledger. */
-  async busyWorker(): Promise<{ worker: ChaosWorker; slot: number }> {
+  async busyWorker(): Promise<{ worker: WorkerProcess; slot: number }> {
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline) {
       const { rows } = await this.sql.query(`SELECT DISTINCT pid FROM chaos_ledger WHERE ended_at IS NULL AND started_at > now() - interval '2 seconds'`);
@@ -111,17 +120,17 @@ class Fleet {
   }
 
   async readyAll(): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.whenReady()));
+    await Promise.all(this.workers.map((w) => w.ready()));
   }
 
   get unhandled(): string[] {
-    return this.all.flatMap((w) => w.events.filter((e) => e.event === 'unhandled').map((e) => String(e.reason)));
+    return this.all.flatMap((w) => w.unhandled);
   }
 
   async stop(): Promise<void> {
     this.stopping = true;
     clearInterval(this.supervisor);
-    await Promise.all(this.all.map((w) => w.terminate(15_000)));
+    await Promise.all(this.all.map((w) => w.stop(15_000)));
   }
 }
 
@@ -244,7 +253,7 @@ describe('fault suite: one database, four workers', () => {
   }, 90_000);
 
   it('kill -9 of a worker mid-job: its jobs are reaped and rerun, none twice at once', async () => {
-    let victim!: ChaosWorker;
+    let victim!: WorkerProcess;
     const figure = await phase(fleet, sql, {
       fault: 'kill -9 of a worker mid-job',
       // Jobs of up to 200 ms, so that the victim is still running one when
@@ -277,7 +286,7 @@ describe('fault suite: one database, four workers', () => {
   }, 90_000);
 
   it('SIGTERM under load: running jobs finish, the rest go back at once, nothing waits for the reaper', async () => {
-    let victim!: ChaosWorker;
+    let victim!: WorkerProcess;
     const figure = await phase(fleet, sql, {
       fault: 'SIGTERM under load',
       choose: async () => {
@@ -285,8 +294,7 @@ describe('fault suite: one database, four workers', () => {
         return [victim.workerId!];
       },
       inject: async () => {
-        await victim.terminate();
-        expect(victim.child.exitCode).toBe(0);
+        expect(await victim.stop(30_000)).toEqual({ code: 0, signal: null });
       },
     });
     expectClean(figure);
@@ -295,7 +303,7 @@ describe('fault suite: one database, four workers', () => {
   }, 90_000);
 
   it("one worker's connections cut (pg_terminate_backend) while its jobs run", async () => {
-    let victim!: ChaosWorker;
+    let victim!: WorkerProcess;
     const figure = await phase(fleet, sql, {
       fault: "a worker's DB connections cut",
       choose: async () => {

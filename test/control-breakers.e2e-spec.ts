@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { BreakerOpenError, QueueControlService, QueueService, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { ControlProcess } from './support/control-fleet.js';
+import { WorkerProcess } from './support/worker-process.js';
 import type { Job } from '../libs/stampeded/src/interfaces/job.interface.js';
 
 const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
@@ -30,7 +30,7 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
   let db: TestDatabase;
   let sql: pg.Client;
   const apps: INestApplicationContext[] = [];
-  const fleet: ControlProcess[] = [];
+  const fleet: WorkerProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -151,11 +151,11 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
     const downFile = join(tmpdir(), `stampeded-down-${process.pid}-${Date.now()}`);
     const workers = [start(), start(), start()];
     function start() {
-      const p = ControlProcess.start({ url: db.url, stampeded, downFile });
+      const p = WorkerProcess.start({ url: db.url, tasks: 'control', stampeded: { migrations: 'auto', ...stampeded }, downFile });
       fleet.push(p);
       return p;
     }
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    await Promise.all(workers.map((w) => w.ready()));
 
     // Three jobs every 100 ms: a second while the destination is up, failMs while it is down, a second after it recovers.
     let total = 0;

@@ -2,14 +2,14 @@ import type pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { ControlProcess } from './support/control-fleet.js';
+import { WorkerProcess } from './support/worker-process.js';
 
 const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 
 describe('queue control: a fair share of the running slots per tenant', () => {
   let db: TestDatabase;
   let sql: pg.Client;
-  const fleet: ControlProcess[] = [];
+  const fleet: WorkerProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -27,8 +27,8 @@ describe('queue control: a fair share of the running slots per tenant', () => {
     await db?.drop();
   });
 
-  function start(stampeded: Record<string, unknown>): ControlProcess {
-    const p = ControlProcess.start({ url: db.url, stampeded });
+  function start(stampeded: Record<string, unknown>): WorkerProcess {
+    const p = WorkerProcess.start({ url: db.url, tasks: 'control', stampeded: { migrations: 'auto', ...stampeded } });
     fleet.push(p);
     return p;
   }
@@ -41,7 +41,7 @@ describe('queue control: a fair share of the running slots per tenant', () => {
       control: { fairness: true, refreshInterval: 200 },
     };
     const workers = [start(stampeded), start(stampeded), start(stampeded)];
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    await Promise.all(workers.map((w) => w.ready()));
 
     await sql.query(
       `INSERT INTO stampeded_jobs (queue, task, args, tenant_id) SELECT 'tenants', 'tenant-work', '{"ms": 20}', 'flood' FROM generate_series(1, $1)`,

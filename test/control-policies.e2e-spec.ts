@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { QueueControlService, JobEvents, MaintenanceService, StampededConfigError, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { ControlProcess } from './support/control-fleet.js';
+import { WorkerProcess, type WorkerProcessConfig } from './support/worker-process.js';
 
 const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 
@@ -21,7 +21,7 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
   let db: TestDatabase;
   let sql: pg.Client;
   const apps: INestApplicationContext[] = [];
-  const fleet: ControlProcess[] = [];
+  const fleet: WorkerProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -46,8 +46,8 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     return app;
   }
 
-  function start(config: Omit<Parameters<typeof ControlProcess.start>[0], 'url'>): ControlProcess {
-    const p = ControlProcess.start({ url: db.url, ...config });
+  function start(config: Pick<WorkerProcessConfig, 'stampeded' | 'queues'>): WorkerProcess {
+    const p = WorkerProcess.start({ url: db.url, tasks: 'control', ...config, stampeded: { migrations: 'auto', ...config.stampeded } });
     fleet.push(p);
     return p;
   }
@@ -159,7 +159,7 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     await control.pause('plain', { by: 'ana', reason: 'migrating the mail server' });
 
     const workers = [start({ stampeded }), start({ stampeded }), start({ stampeded })];
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    await Promise.all(workers.map((w) => w.ready()));
     await enqueue('plain', 'plain-work', 30);
     // Signal, not sleep: three planner runs after the jobs were due, each one a chance to claim.
     const leader = await Promise.any(workers.map(async (w) => (await w.waitFor('elected'), w)));
@@ -225,9 +225,9 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     const queues = [{ name: 'capped', policy: { maxRunning } }];
     // One first: processes that provision the same queue's partition at the same moment race (QueueRegistry.provision).
     const first = start({ stampeded, queues });
-    await first.waitFor('ready');
+    await first.ready();
     const workers = [first, start({ stampeded, queues }), start({ stampeded, queues })];
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    await Promise.all(workers.map((w) => w.ready()));
     await enqueue('capped', 'capped-work', total, '{"ms": 50}');
 
     let peak = 0;

@@ -2,14 +2,14 @@ import type pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase, waitFor } from './support/test-app.js';
-import { FleetProcess } from './support/fleet-process.js';
+import { WorkerProcess, type WorkerProcessConfig } from './support/worker-process.js';
 
 // Separate processes, killed with SIGKILL: what a crash, an OOM kill or a
 // pulled plug does to a Stampeded fleet.
 describe('maintenance across processes', () => {
   let db: TestDatabase;
   let sql: pg.Client;
-  const fleet: FleetProcess[] = [];
+  const fleet: WorkerProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -26,8 +26,8 @@ describe('maintenance across processes', () => {
     await db?.drop();
   });
 
-  function start(config: Omit<Parameters<typeof FleetProcess.start>[0], 'url'>): FleetProcess {
-    const process = FleetProcess.start({ url: db.url, ...config });
+  function start(config: Pick<WorkerProcessConfig, 'stampeded' | 'hang'>): WorkerProcess {
+    const process = WorkerProcess.start({ url: db.url, tasks: 'fleet', ...config, stampeded: { migrations: 'auto', ...config.stampeded } });
     fleet.push(process);
     return process;
   }
@@ -37,7 +37,7 @@ describe('maintenance across processes', () => {
     const first = start({ stampeded });
     await first.waitFor('elected');
     const second = start({ stampeded });
-    await second.waitFor('ready');
+    await second.ready();
     expect(second.has('elected')).toBe(false);
 
     const killedAt = Date.now();
@@ -57,7 +57,7 @@ describe('maintenance across processes', () => {
   it('reaps the job of a worker process killed mid-job; another process reruns it', async () => {
     const worker = { heartbeatIntervalMs: 200, pollIntervalMs: 100 };
     const doomed = start({ hang: true, stampeded: { worker, maintenance: { enabled: false } } });
-    await doomed.waitFor('ready');
+    await doomed.ready();
     const { rows } = await sql.query(`INSERT INTO stampeded_jobs (queue, task, args) VALUES ('fleet', 'slow', '{}') RETURNING id::text`);
     const id: string = rows[0].id;
     await doomed.waitFor('started', (e) => e.id === id);

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase } from './support/test-app.js';
-import { FleetProcess, type FleetProcessConfig } from './support/fleet-process.js';
+import { WorkerProcess, type WorkerProcessConfig } from './support/worker-process.js';
 
 // `npm test` runs this for 12 seconds; `npm run test:schedules-long` for the
 // full minute.
@@ -11,7 +11,7 @@ const SECONDS = Number(process.env.STAMPEDED_SCHEDULES_FLEET_SECONDS ?? 12);
 describe('one every-second schedule, three processes', () => {
   let db: TestDatabase;
   let sql: pg.Client;
-  const fleet: FleetProcess[] = [];
+  const fleet: WorkerProcess[] = [];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -30,15 +30,16 @@ describe('one every-second schedule, three processes', () => {
     async () => {
       // Clocks 4 s behind, right, and 4 s ahead: the scheduler reads the
       // database's clock, so none of them fires early, late or twice.
-      const configs: FleetProcessConfig[] = [-4000, 0, 4000].map((skewMs) => ({
+      const configs: WorkerProcessConfig[] = [-4000, 0, 4000].map((skewMs) => ({
         url: db.url,
+        tasks: 'fleet',
         tick: true,
         skewMs,
-        stampeded: { worker: { enabled: false }, schedules: { pollIntervalMs: 200 } },
+        stampeded: { migrations: 'auto', worker: { enabled: false }, schedules: { pollIntervalMs: 200 } },
       }));
-      const slots = configs.map((config) => FleetProcess.start(config));
+      const slots = configs.map((config) => WorkerProcess.start(config));
       fleet.push(...slots);
-      await Promise.all(slots.map((p) => p.waitFor('ready')));
+      await Promise.all(slots.map((p) => p.ready()));
 
       // Every few seconds, one of the three dies mid-whatever and a fresh
       // one takes its place.
@@ -49,7 +50,7 @@ describe('one every-second schedule, three processes', () => {
         if (Date.now() >= endAt) break;
         const slot = Math.floor(Math.random() * slots.length);
         await slots[slot].kill();
-        slots[slot] = FleetProcess.start(configs[slot]);
+        slots[slot] = WorkerProcess.start(configs[slot]);
         fleet.push(slots[slot]);
         restarts++;
       }

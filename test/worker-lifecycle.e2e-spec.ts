@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { CheckpointError, QueueService, Task, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { WorkerOrchestrator } from '@stampeded/nestjs/internal-runtime';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from './support/test-app.js';
+import { WorkerProcess } from './support/worker-process.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
 
@@ -117,21 +117,19 @@ describe('worker lifecycle', () => {
     const queue = queueApp.get(QueueService);
     // This process has no 'sleepy' handler, so the queue is named.
     await queue.enqueueMany(Array.from({ length: 6 }, () => ({ task: 'sleepy', args: { ms: 1000 }, options: { queue: 'lifecycle' } })));
-    const child = spawn(process.execPath, [fixture('worker-app.mjs')], {
-      env: { ...process.env, NODE_OPTIONS: '', TEST_DATABASE_URL: db.url, CONCURRENCY: '2' },
-      stdio: ['ignore', 'pipe', 'inherit'],
+    const child = WorkerProcess.start({
+      url: db.url,
+      tasks: 'lifecycle',
+      shutdown: 'nest',
+      stampeded: { worker: { concurrency: 2, shutdownTimeoutMs: 10000, pollIntervalMs: 200 } },
     });
-    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-      child.on('exit', (code, signal) => resolve({ code, signal })),
-    );
     try {
       await waitFor(async () => (await queue.counts('lifecycle')).executing >= 2, 'the child to run jobs');
-      child.kill('SIGTERM');
       // Nest's shutdown hook closes the app, then raises the signal again: a
       // clean SIGTERM exit, after the drain.
-      expect(await exited).toEqual({ code: null, signal: 'SIGTERM' });
+      expect(await child.stop()).toEqual({ code: null, signal: 'SIGTERM' });
     } finally {
-      child.kill('SIGKILL');
+      await child.kill();
       await queueApp.close();
     }
     const states = await rows(`SELECT state, count(*)::int AS n FROM stampeded_jobs GROUP BY 1 ORDER BY 1`);

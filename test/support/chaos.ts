@@ -1,10 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-
-const FIXTURE = fileURLToPath(new URL('../fixtures/chaos-worker.mjs', import.meta.url));
 
 /**
  * The witness: every handler writes a row here when it starts and stamps it
@@ -81,93 +77,6 @@ END $$;
 CREATE TRIGGER chaos_fault_trg BEFORE UPDATE ON stampeded_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION chaos_inject_fault();
 `;
-
-export interface ChaosWorkerConfig {
-  url: string;
-  stampeded?: Record<string, unknown>;
-  skewMs?: number;
-  /** V8 heap limit for this process, in MB. */
-  maxOldSpaceMb?: number;
-}
-
-/** A worker process of the fault suite (test/fixtures/chaos-worker.mjs). */
-export class ChaosWorker {
-  readonly events: { event: string; [k: string]: unknown }[] = [];
-  stderr = '';
-  workerId?: string;
-  readonly exited: Promise<void>;
-  private readonly ready: Promise<void>;
-
-  private constructor(readonly child: ChildProcess) {
-    let buffer = '';
-    let markReady!: () => void;
-    let failReady!: (err: Error) => void;
-    this.ready = new Promise((resolve, reject) => ((markReady = resolve), (failReady = reject)));
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      buffer += chunk;
-      let newline: number;
-      while ((newline = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + 1);
-        try {
-          const event = JSON.parse(line);
-          this.events.push(event);
-          if (event.event === 'ready') {
-            this.workerId = event.workerId;
-            markReady();
-          }
-        } catch {
-          continue;
-        }
-      }
-    });
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr = (this.stderr + chunk).slice(-20_000)));
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    void this.exited.then(() => failReady(new Error(`chaos worker ${child.pid} exited before it was ready:\n${this.stderr}`)));
-  }
-
-  static start(config: ChaosWorkerConfig): ChaosWorker {
-    const child = spawn(process.execPath, [...(config.maxOldSpaceMb ? [`--max-old-space-size=${config.maxOldSpaceMb}`] : []), FIXTURE], {
-      env: { ...process.env, NODE_OPTIONS: '', STAMPEDED_CHAOS: JSON.stringify(config) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    return new ChaosWorker(child);
-  }
-
-  whenReady(timeoutMs = 30_000): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      this.ready,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`chaos worker ${this.pid} not ready in ${timeoutMs} ms:\n${this.stderr}`)), timeoutMs))),
-    ]).finally(() => clearTimeout(timer));
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  get unhandled(): number {
-    return this.events.filter((e) => e.event === 'unhandled').length;
-  }
-
-  async kill(): Promise<void> {
-    if (this.alive) this.child.kill('SIGKILL');
-    await this.exited;
-  }
-
-  /** SIGTERM, as a deploy or a scale-down sends it; SIGKILL if it takes past `timeoutMs`. */
-  async terminate(timeoutMs = 30_000): Promise<void> {
-    if (!this.alive) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-}
 
 /**
  * The local TCP ports of a process's sockets, from /proc: how the suite
