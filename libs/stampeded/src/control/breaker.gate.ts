@@ -93,7 +93,7 @@ export class BreakerGate {
    * refresh that started before a change returns the state before it, and
    * replacing the map with it reopened a window, up to a refresh interval
    * long, in which a breaker this worker had just tripped read closed and
-   * its destination's next job ran (seen in test/control-breakers.e2e-spec.ts).
+   * its destination's next job ran (seen in test/control/breakers.e2e-spec.ts).
    */
   private readonly changes = new Map<string, number>();
   private changeCount = 0;

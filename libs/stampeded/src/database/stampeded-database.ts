@@ -102,7 +102,7 @@ export class StampededDatabase {
     // connection cut while a transaction held it (pg_terminate_backend, a
     // restarted server) was an 'error' event with no listener, which ended
     // the process. The statement in flight fails with the error all the same.
-    // Found by the fault suite (test/chaos.e2e-spec.ts).
+    // Found by the fault suite (test/reliability/chaos.e2e-spec.ts).
     client.on('error', ignoreError);
     try {
       await client.query('BEGIN');

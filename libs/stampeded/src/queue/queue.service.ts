@@ -209,7 +209,7 @@ export class QueueService implements OnApplicationBootstrap {
       // jsonb can be larger than the JSON text the validator measured (each
       // number is stored as a numeric with a header): args under the cap as
       // text went over the schema's CHECK as a bare constraint error. Found by
-      // the bad-input tests (test/bad-input.e2e-spec.ts).
+      // the bad-input tests (test/enqueue/bad-input.e2e-spec.ts).
       const constraint = (err as { code?: string; constraint?: string }).code === '23514' ? (err as { constraint?: string }).constraint : undefined;
       if (constraint === 'stampeded_jobs_args_check' || constraint === 'stampeded_jobs_meta_check') {
         const field = constraint === 'stampeded_jobs_args_check' ? 'args' : 'meta';

@@ -5,7 +5,7 @@ import { sql } from './statement.js';
 // statement that needs a key before the insert (to find a twin through the
 // dedup index) cannot ask PostgreSQL to evaluate a generated column for a row
 // it has not inserted, so the expression is restated here, and
-// test/enqueue.e2e-spec.ts checks it finds the twin for every period.
+// test/enqueue/enqueue.e2e-spec.ts checks it finds the twin for every period.
 const DEDUP_KEY = `
   CASE WHEN r.dedup_scope IS NULL THEN NULL ELSE sha256((
     r.dedup_scope || coalesce(

@@ -131,7 +131,7 @@ export class OutcomeRecorder {
         // connection: StampededDatabase.query retries it three times, and a
         // busy fleet met it a fourth, after which the completion was given up
         // and the finished job sat 'executing' until its expiry. Found by the
-        // fault suite's injected 40P01/40001 (test/chaos.e2e-spec.ts).
+        // fault suite's injected 40P01/40001 (test/reliability/chaos.e2e-spec.ts).
         if (!(isConnectionError(err) || isTransientConflict(err)) || Date.now() - started > OUTCOME_RETRY_LIMIT_MS) throw err;
         if (attempt === 1) this.logger.warn(`recording an outcome failed (${(err as Error).message}); retrying until the database answers`);
         await new Promise((r) => setTimeout(r, Math.min(5000, 100 * 2 ** attempt)));

@@ -88,7 +88,7 @@ export class Worker {
    * ran ahead by more than expire_seconds timed out every job the moment it
    * started (and a smaller skew shortened every timeout by that much), so the
    * job ran again while its first run went on. Found by the fault suite's
-   * skewed clocks (test/chaos.e2e-spec.ts).
+   * skewed clocks (test/reliability/chaos.e2e-spec.ts).
    */
   private readonly claimedLocally = new WeakMap<Job, number>();
   /** Claim statements awaiting their answer. */
@@ -235,7 +235,7 @@ export class Worker {
    * cut connection) may have committed all the same: its jobs are ours in
    * the database and unknown here, and sat 'executing' until their
    * expire_seconds (an hour by default). Found by the fault suite's
-   * PostgreSQL restart (test/chaos.e2e-spec.ts). Once the database answers
+   * PostgreSQL restart (test/reliability/chaos.e2e-spec.ts). Once the database answers
    * and no claim is in flight, they are given back without spending an
    * attempt. Only jobs claimed after the last one a claim handed us: a job
    * we did receive, whose outcome may still be on its way, is never among them.

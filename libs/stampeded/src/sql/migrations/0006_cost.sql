@@ -12,7 +12,7 @@
 -- coalesce(heartbeat_at, claimed_at), which the index cannot search: it read
 -- the index whole as the list of executing jobs. stampeded_jobs_claimed_idx
 -- is that list too (state IN ('claimed','executing')), so the expirer reads
--- that one instead (test/cost.e2e-spec.ts checks the plan). Measured: 1,357
+-- that one instead (test/worker/remove-on-complete.e2e-spec.ts checks the plan). Measured: 1,357
 -- -> 1,289 bytes of WAL and 5.9 -> 4.9 records a claim.
 DROP INDEX stampeded_jobs_expiry_idx;
 

@@ -114,7 +114,7 @@ export async function assertServerVersion(run: SqlRunner): Promise<void> {
  * own functions read the schema back unquoted (`current_schema()::regnamespace`),
  * so a name such as "MyApp", "tenant-1" or one with a quote failed to install
  * with "invalid name syntax", or would resolve to another schema. Found by
- * the security tests (test/security.e2e-spec.ts), which install into a schema
+ * the security tests (test/reliability/security.e2e-spec.ts), which install into a schema
  * named like an injection attempt.
  */
 export function assertSchemaName(schema: string): void {

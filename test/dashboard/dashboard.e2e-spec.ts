@@ -1,0 +1,400 @@
+import { Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type pg from 'pg';
+import { QueueControlService, QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
+import { DashboardConfigError, StampededDashboardModule } from '@stampeded/dashboard';
+import type { TestDatabase } from '@stampeded/testing';
+import { sqlClient, testDatabase, waitFor } from '../support/test-app.js';
+
+const upstream = { healthy: false };
+
+@Task('sync-order', { queue: 'work', maxAttempts: 1, deadLetterQueue: 'work-dead' })
+class SyncOrder implements TaskHandler<{ order: number }> {
+  async handle(args: { order: number }) {
+    if (!upstream.healthy) throw new Error(`upstream 503 for order ${args.order}`);
+  }
+}
+
+/** A guard of the app's own, with an injected dependency, as a user would write one. */
+@Injectable()
+class TeamGuard implements CanActivate {
+  constructor(private readonly queue: QueueService) {}
+  canActivate(context: ExecutionContext): boolean {
+    return Boolean(this.queue) && context.switchToHttp().getRequest().headers['x-team'] === 'ops';
+  }
+}
+
+/** fetch's Response, with the JSON these tests read typed loosely, as a script would. */
+type JsonResponse = Omit<Response, 'json'> & { json(): Promise<any> };
+const request = (url: string, init?: RequestInit): Promise<JsonResponse> => fetch(url, init);
+
+const BASIC = `Basic ${Buffer.from('ops:s3cret').toString('base64')}`;
+
+describe('dashboard', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let base: string;
+  let sql: pg.Client;
+  let queue: QueueService;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    @Module({
+      imports: [
+        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, queues: ['work'] } }),
+        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 's3cret' }, refreshSeconds: 0 }),
+        StampededDashboardModule.forRoot({ path: '/by-function', auth: (request) => request.headers['x-team'] === 'ops' }),
+        StampededDashboardModule.forRoot({ path: '/by-guard', auth: TeamGuard }),
+        StampededDashboardModule.forRoot({ path: '/read-only', auth: { username: 'ops', password: 's3cret' }, readOnly: true }),
+      ],
+      providers: [SyncOrder],
+    })
+    class DashboardTestModule {}
+    app = await NestFactory.create(DashboardTestModule, { logger: ['error', 'warn'] });
+    await app.listen(0, '127.0.0.1');
+    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    sql = await sqlClient(db.url);
+    queue = app.get(QueueService);
+
+    await queue.enqueueMany([1, 2, 3].map((order) => ({ task: 'sync-order', args: { order } })));
+    await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work-dead'`)).rowCount === 3, 'three dead letters');
+    await queue.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ task: 'newsletter', args: { i }, options: { queue: 'mail', tenantId: i < 4 ? 'acme' : 'globex' } })));
+  });
+
+  afterAll(async () => {
+    await sql?.end();
+    await app?.close();
+    await db?.drop();
+  });
+
+  const get = (path: string, headers: Record<string, string> = { authorization: BASIC }) => request(`${base}${path}`, { headers, redirect: 'manual' });
+
+  /** The CSRF token and the cookie it pairs with, as a script would get them. */
+  async function csrf(prefix = '/stampeded', headers: Record<string, string> = { authorization: BASIC }) {
+    const response = await get(`${prefix}/api/csrf`, headers);
+    const cookie = response.headers.getSetCookie().find((c) => c.startsWith('stampeded_csrf='))!.split(';')[0];
+    const { token } = await response.json();
+    return { token: token as string, cookie };
+  }
+
+  async function post(path: string, body: unknown = {}, options: { prefix?: string; headers?: Record<string, string> } = {}) {
+    const auth = options.headers ?? { authorization: BASIC };
+    const { token, cookie } = await csrf(options.prefix, auth);
+    return request(`${base}${path}`, {
+      method: 'POST',
+      headers: { ...auth, cookie, 'x-stampeded-csrf': token, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      redirect: 'manual',
+    });
+  }
+
+  describe('is closed by default', () => {
+    it('refuses to start without auth, with empty credentials, or with an unknown option', () => {
+      expect(() => StampededDashboardModule.forRoot({} as any)).toThrow(DashboardConfigError);
+      expect(() => StampededDashboardModule.forRoot({} as any)).toThrow(/needs an auth setting/);
+      expect(() => StampededDashboardModule.forRoot({ auth: { username: 'ops', password: '' } })).toThrow(/empty username or password/);
+      expect(() => StampededDashboardModule.forRoot({ auth: { user: 'x' } as any })).toThrow(/auth must be/);
+      expect(() => StampededDashboardModule.forRoot({ auth: () => true, pth: '/x' } as any)).toThrow(/unknown option\(s\) pth/);
+      expect(() => StampededDashboardModule.forRoot({ auth: () => true, path: 'no-slash' })).toThrow(/path must be a URL path/);
+    });
+
+    it('asks for basic credentials, and refuses wrong ones', async () => {
+      const anonymous = await get('/stampeded', {});
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.headers.get('www-authenticate')).toMatch(/^Basic realm="Stampeded"/);
+      expect((await get('/stampeded/api/queues', { authorization: `Basic ${Buffer.from('ops:guess').toString('base64')}` })).status).toBe(401);
+      expect((await get('/stampeded/api/queues')).status).toBe(200);
+    });
+
+    it('lets a function or a guard class of the app decide', async () => {
+      expect((await get('/by-function/api/queues', {})).status).toBe(401);
+      expect((await get('/by-function/api/queues', { 'x-team': 'ops' })).status).toBe(200);
+      expect((await get('/by-guard/api/queues', { 'x-team': 'sales' })).status).toBe(403);
+      expect((await get('/by-guard/jobs', { 'x-team': 'ops' })).status).toBe(200);
+    });
+  });
+
+  describe('protects state-changing actions', () => {
+    it('refuses a change without the CSRF token, with a token that does not match its cookie, or from another origin', async () => {
+      const [job] = (await (await get('/stampeded/api/jobs?queue=mail&limit=1')).json()).jobs;
+      const url = `${base}/stampeded/api/jobs/${job.id}/cancel`;
+      expect((await request(url, { method: 'POST', headers: { authorization: BASIC } })).status).toBe(403);
+      const { token, cookie } = await csrf();
+      const other = await csrf();
+      expect((await request(url, { method: 'POST', headers: { authorization: BASIC, cookie: other.cookie, 'x-stampeded-csrf': token } })).status).toBe(403);
+      expect((await request(url, { method: 'POST', headers: { authorization: BASIC, cookie, 'x-stampeded-csrf': token, origin: 'https://evil.example' } })).status).toBe(403);
+      const { rows } = await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id]);
+      expect(rows[0].state).toBe('available');
+    });
+
+    it('issues the token in an HttpOnly, SameSite=Strict cookie scoped to the dashboard path, and embeds it in forms', async () => {
+      const page = await get('/stampeded');
+      const cookie = page.headers.getSetCookie().find((c) => c.startsWith('stampeded_csrf='))!;
+      expect(cookie).toMatch(/Path=\/stampeded; HttpOnly; SameSite=Strict/);
+      const token = cookie.split(';')[0].split('=')[1];
+      expect(await page.text()).toContain(`name="_csrf" value="${token}"`);
+      expect(page.headers.get('content-security-policy')).toMatch(/default-src 'none'.*frame-ancestors 'none'/);
+    });
+
+    it('answers 403 to every action in read-only mode, and shows no buttons', async () => {
+      const [job] = (await (await get('/read-only/api/jobs?queue=work')).json()).jobs;
+      const response = await post(`/read-only/api/jobs/${job.id}/retry?queue=work`, {}, { prefix: '/read-only' });
+      expect(response.status).toBe(403);
+      expect((await response.json()).message).toMatch(/read-only/);
+      const page = await (await get(`/read-only/jobs/${job.id}?queue=work`)).text();
+      expect(page).toContain('upstream 503 for order');
+      expect(page).not.toContain('<button');
+      expect((await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id])).rows[0].state).toBe('discarded');
+    });
+  });
+
+  describe('JSON API', () => {
+    it('reports queues from the counters, with the last hour of throughput', async () => {
+      const { queues, throughput } = await (await get('/stampeded/api/queues')).json();
+      const work = queues.find((q: any) => q.queue === 'work');
+      expect(work.counts).toMatchObject({ discarded: 3 });
+      expect(queues.find((q: any) => q.queue === 'mail').counts.available).toBe(12);
+      expect(throughput).toHaveLength(60);
+      expect(throughput.reduce((n: number, b: any) => n + b.finished, 0)).toBe(3);
+    });
+
+    it('pages through jobs with a keyset cursor, each job once, with filters', async () => {
+      const ids: string[] = [];
+      let next: string | null = null;
+      do {
+        const page: any = await (await get(`/stampeded/api/jobs?queue=mail&limit=5${next ? `&after=${next}` : ''}`)).json();
+        ids.push(...page.jobs.map((j: any) => j.id));
+        next = page.next;
+      } while (next);
+      expect(new Set(ids).size).toBe(12);
+      expect([...ids]).toEqual([...ids].sort().reverse());
+      expect((await (await get('/stampeded/api/jobs?tenant=acme')).json()).jobs).toHaveLength(4);
+      expect((await (await get('/stampeded/api/jobs?state=discarded&task=sync-order')).json()).jobs).toHaveLength(3);
+      const bad = await get('/stampeded/api/jobs?state=sleeping');
+      expect(bad.status).toBe(400);
+      expect((await bad.json()).message).toMatch(/state must be one of/);
+      expect((await get('/stampeded/api/jobs?after=garbage')).status).toBe(400);
+      const badScan = await get('/stampeded/api/jobs?task=newsletter&scan=lots');
+      expect(badScan.status).toBe(400);
+      expect((await badScan.json()).message).toMatch(/scan is how many jobs .* from 1 to 100,000; got "lots"/);
+      expect((await get('/stampeded/api/jobs?task=newsletter&scan=0')).status).toBe(400);
+    });
+
+    it('groups failing jobs by error fingerprint, order numbers normalised out', async () => {
+      const errors = await (await get('/stampeded/api/errors')).json();
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatchObject({ jobs: 3, discarded: 3, queues: ['work'], tasks: ['sync-order'], failure_kinds: ['raised'], example_error: expect.stringMatching(/^Error: upstream 503 for order \d\n/) });
+      expect(errors[0].fingerprint).toMatch(/^[0-9a-f]{64}$/);
+    });
+
+    it('shows workers with their heartbeat and running jobs, and health', async () => {
+      const { workers } = await (await get('/stampeded/api/workers')).json();
+      expect(workers).toHaveLength(1);
+      expect(workers[0]).toMatchObject({ pid: process.pid, queues: ['work'], running: 0 });
+      const health = await (await get('/stampeded/api/health')).json();
+      expect(health.server.num).toBeGreaterThanOrEqual(180000);
+      expect(health.partitions.length).toBeGreaterThan(0);
+      // The app's own StampededModule leads maintenance.
+      expect(health.maintenanceLeader).toBe(true);
+    });
+
+    it('pauses and resumes a queue and a schedule', async () => {
+      const paused = await post('/stampeded/api/queues/mail/pause', { reason: 'migrating' });
+      expect(paused.status).toBe(200);
+      expect(await paused.json()).toMatchObject({
+        queue: 'mail', paused: true, paused_by: 'ops (dashboard)', pause_reason: 'migrating', verdict: 'hold', reason: 'paused by ops (dashboard): migrating',
+      });
+      expect((await (await get('/stampeded/api/queues')).json()).queues.find((q: any) => q.queue === 'mail')).toMatchObject({
+        verdict: 'hold', paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'migrating', pausedAt: expect.any(String),
+      });
+      expect((await post('/stampeded/api/queues/mail/resume')).status).toBe(200);
+      expect((await sql.query(`SELECT verdict, paused, paused_by FROM stampeded_queue_policies WHERE queue = 'mail'`)).rows[0]).toEqual({
+        verdict: 'steady', paused: false, paused_by: null,
+      });
+
+      await sql.query(`INSERT INTO stampeded_schedules (key, queue, task, interval_secs, timezone) VALUES ('hourly-report', 'mail', 'report', 3600, 'Asia/Tokyo')`);
+      expect((await post('/stampeded/api/schedules/hourly-report/pause')).status).toBe(200);
+      expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'hourly-report'`)).rows[0].paused).toBe(true);
+      expect((await post('/stampeded/api/schedules/no-such/pause')).status).toBe(404);
+      const triggered = await (await post('/stampeded/api/schedules/hourly-report/trigger')).json();
+      expect(triggered.job.queue).toBe('mail');
+      expect((await sql.query(`SELECT task FROM stampeded_jobs WHERE id = $1`, [triggered.job.id])).rows[0].task).toBe('report');
+      const page = await (await get('/stampeded/schedules')).text();
+      expect(page).toContain('hourly-report');
+      expect(page).toContain('Asia/Tokyo');
+    });
+  });
+
+  describe('job actions', () => {
+    it('retries a failed job from its page and the worker completes it', async () => {
+      const [job] = (await (await get('/stampeded/api/jobs?queue=work&state=discarded&limit=1')).json()).jobs;
+      const detail = await (await get(`/stampeded/api/jobs/${job.id}?queue=work`)).json();
+      expect(detail).toMatchObject({ state: 'discarded', failure_kind: 'raised', errors: [expect.objectContaining({ kind: 'raised', attempt: 1 })] });
+      expect(detail.attempted_by).toHaveLength(1);
+
+      upstream.healthy = true;
+      // As the page's button does it: a form post with the token in a field, answered with a redirect back.
+      const page = await get(`/stampeded/jobs/${job.id}?queue=work`);
+      const cookie = page.headers.getSetCookie().find((c) => c.startsWith('stampeded_csrf='))!.split(';')[0];
+      const html = await page.text();
+      const token = /name="_csrf" value="([^"]+)"/.exec(html)![1];
+      expect(html).toMatch(/<button type="submit">Retry<\/button>/);
+      const form = new URLSearchParams({ _csrf: token, _back: `/stampeded/jobs/${job.id}?queue=work` });
+      const retried = await request(`${base}/stampeded/actions/jobs/${job.id}/retry?queue=work`, {
+        method: 'POST',
+        headers: { authorization: BASIC, cookie, 'content-type': 'application/x-www-form-urlencoded' },
+        body: form,
+        redirect: 'manual',
+      });
+      expect(retried.status).toBe(303);
+      expect(retried.headers.get('location')).toBe(`/stampeded/jobs/${job.id}?queue=work`);
+      await waitFor(async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id])).rows[0].state === 'completed', 'the retried job to complete');
+    });
+
+    it('never redirects off the dashboard', async () => {
+      const [job] = (await (await get('/stampeded/api/jobs?queue=mail&limit=1')).json()).jobs;
+      const { token, cookie } = await csrf();
+      for (const back of ['https://evil.example/', '//evil.example/x', '/elsewhere']) {
+        const response = await request(`${base}/stampeded/actions/jobs/${job.id}/run?queue=mail`, {
+          method: 'POST',
+          headers: { authorization: BASIC, cookie, 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ _csrf: token, _back: back }),
+          redirect: 'manual',
+        });
+        expect(response.status).toBe(303);
+        expect(response.headers.get('location')).toBe('/stampeded');
+      }
+    });
+
+    it('cancels, discards and runs now, answering 409 when the action does not apply and 404 for no such job', async () => {
+      const { jobs } = await (await get('/stampeded/api/jobs?queue=mail&limit=3')).json();
+      const cancel = await post(`/stampeded/api/jobs/${jobs[0].id}/cancel?queue=mail`);
+      expect(cancel.status).toBe(200);
+      expect(await cancel.json()).toMatchObject({ previousState: 'available', state: 'cancelled', changed: true });
+      const again = await post(`/stampeded/api/jobs/${jobs[0].id}/cancel?queue=mail`);
+      expect(again.status).toBe(409);
+      expect((await again.json()).message).toMatch(/is cancelled/);
+
+      expect(await (await post(`/stampeded/api/jobs/${jobs[1].id}/discard`)).json()).toMatchObject({ state: 'discarded' });
+      const { rows } = await sql.query(`SELECT state, last_error FROM stampeded_jobs WHERE id = $1`, [jobs[1].id]);
+      expect(rows[0]).toEqual({ state: 'discarded', last_error: 'discarded by ops (dashboard)' });
+
+      await sql.query(`UPDATE stampeded_jobs SET scheduled_at = now() + interval '1 day' WHERE id = $1`, [jobs[2].id]);
+      expect((await post(`/stampeded/api/jobs/${jobs[2].id}/run?queue=mail`)).status).toBe(200);
+      const { rows: ran } = await sql.query(`SELECT scheduled_at <= now() AS due FROM stampeded_jobs WHERE id = $1`, [jobs[2].id]);
+      expect(ran[0].due).toBe(true);
+
+      expect((await post(`/stampeded/api/jobs/01a2372e-0000-7000-8000-000000000000/retry`)).status).toBe(404);
+      expect((await post(`/stampeded/api/jobs/not-a-uuid/retry`)).status).toBe(400);
+      expect((await post(`/stampeded/api/jobs/${jobs[2].id}/explode`)).status).toBe(404);
+    });
+
+    it('offers a redrive button on a dead-letter queue listing', async () => {
+      const html = await (await get('/stampeded/jobs?queue=work-dead')).text();
+      expect(html).toContain('action="/stampeded/actions/dlq/work-dead/redrive"');
+      expect(await (await get('/stampeded/jobs?queue=mail')).text()).not.toContain('/actions/dlq/');
+    });
+
+    it('redrives a dead-letter queue, with a dry run first', async () => {
+      const dry = await (await post('/stampeded/api/dlq/work-dead/redrive', { dryRun: true })).json();
+      expect(dry).toMatchObject({ dryRun: true, moved: 3, bySource: [{ sourceQueue: 'work', task: 'sync-order', jobs: 3 }] });
+      const done = await (await post('/stampeded/api/dlq/work-dead/redrive', { task: 'sync-order' })).json();
+      expect(done).toMatchObject({ dryRun: false, moved: 3 });
+      // Back on their source queue, where the now-healthy upstream completes them.
+      await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work' AND state = 'completed'`)).rowCount === 4, 'the redriven jobs to complete');
+      expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work-dead'`)).rowCount).toBe(0);
+    });
+  });
+
+  describe('queue pause, as the runtime reads it', () => {
+    it('is an operator hold that queue control recognises, and resuming lets the worker run the queue', async () => {
+      expect((await post('/stampeded/api/queues/work/pause', { reason: 'incident 42' })).status).toBe(200);
+      const control = app.get(QueueControlService);
+      expect(await control.policy('work')).toMatchObject({
+        verdict: 'hold', paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'incident 42', reason: 'paused by ops (dashboard): incident 42',
+      });
+      const { id } = await queue.enqueue('sync-order', { order: 7 });
+      expect((await post('/stampeded/api/queues/work/resume')).status).toBe(200);
+      expect((await control.policy('work'))?.paused).toBe(false);
+      await waitFor(async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].state === 'completed', 'the job of the resumed queue to complete');
+    });
+  });
+
+  describe('pages', () => {
+    it('renders queues with counts, verdicts and the throughput chart', async () => {
+      const response = await get('/stampeded');
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/^text\/html/);
+      const html = await response.text();
+      expect(html).toMatch(/<a href="\/stampeded\/jobs\?queue=mail">mail<\/a>/);
+      expect(html).toMatch(/<svg class="chart" role="img" aria-label="\d+ jobs finished in the last hour"/);
+      expect(html).not.toContain('<script');
+    });
+
+    it("shows a paused queue's pause with a Resume button, and a held one's verdict with a Pause button", async () => {
+      await post('/stampeded/api/queues/mail/pause', { reason: 'migrating <now>' });
+      await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at) VALUES ('at-cap', 'hold', 'max_running: test', now())`);
+      try {
+        const html = await (await get('/stampeded')).text();
+        const row = (queue: string) => html.split('<tr>').find((r) => r.includes(`>${queue}</a>`))!;
+        expect(row('mail')).toContain('<span class="tag hold">paused</span> <span class="dim">by ops (dashboard): migrating &lt;now&gt;</span>');
+        expect(row('mail')).toContain('/actions/queues/mail/resume');
+        expect(row('at-cap')).toContain('<span class="tag hold">hold</span> <span class="dim">max_running: test</span>');
+        expect(row('at-cap')).toContain('/actions/queues/at-cap/pause');
+      } finally {
+        await post('/stampeded/api/queues/mail/resume');
+        await sql.query(`DELETE FROM stampeded_queue_policies WHERE queue = 'at-cap'`);
+      }
+    });
+
+    it('renders the jobs list with filters and a next-page link, and a job with its dead-letter provenance', async () => {
+      const list = await (await get('/stampeded/jobs?queue=mail&tenant=globex')).text();
+      expect(list).toContain('value="globex"');
+      expect((list.match(/<tr><td><a href="\/stampeded\/jobs\//g) ?? []).length).toBeGreaterThan(0);
+      const { rows } = await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, args, source_id, source_queue, source_attempts) VALUES ('audit-dead', 'audit', '{"who":"<script>alert(1)</script>"}', uuidv7(), 'audit', 4) RETURNING id`,
+      );
+      const detail = await (await get(`/stampeded/jobs/${rows[0].id}`)).text();
+      expect(detail).toMatch(/in audit after 4 attempt\(s\)/);
+      expect(detail).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+      expect(detail).not.toContain('<script>alert(1)');
+      expect((await get('/stampeded/jobs/01a2372e-0000-7000-8000-000000000000')).status).toBe(404);
+    });
+
+    it('lists a task no index serves a few jobs of the table at a time, each page saying how far it read', async () => {
+      // Work's jobs come first in the list's order, mail's newsletters after them.
+      const first = await (await get('/stampeded/jobs?task=newsletter&scan=3')).text();
+      expect(first).toMatch(/<p>No jobs of task newsletter among the first 3 jobs\. <a rel="next" href="[^"]+">Search further →<\/a><\/p>/);
+      expect(first).toContain('No index serves this filter: each page reads at most 3 jobs');
+      expect(first).toContain('<input type="hidden" name="scan" value="3">');
+      const seen: string[] = [];
+      let html = first;
+      let pages = 1;
+      for (;;) {
+        seen.push(...[...html.matchAll(/<tr><td><a href="\/stampeded\/jobs\/([0-9a-f-]{36})\?/g)].map((m) => m[1]));
+        const next = /<a rel="next" href="([^"]+)">/.exec(html)?.[1];
+        if (!next) break;
+        expect(next).toMatch(/scan=3/);
+        html = await (await get(next.replaceAll('&amp;', '&'))).text();
+        // A page short of matches says how far it read, unless it read to the end.
+        if (html.includes('rel="next"')) expect(html).toMatch(/Showing \d+ match(es)? found in the next 3 jobs\.|No more jobs of task newsletter among the next 3 jobs\./);
+        expect(++pages).toBeLessThan(50);
+      }
+      const { rows } = await sql.query(`SELECT id::text FROM stampeded_jobs WHERE task = 'newsletter' ORDER BY queue DESC, id DESC`);
+      expect(seen).toEqual(rows.map((r) => r.id));
+    });
+
+    it('renders errors, workers and health', async () => {
+      await queue.enqueue('sync-order', { order: 99 }, { queue: 'work', maxAttempts: 1 });
+      for (const [path, expected] of [
+        ['/stampeded/errors', /no failing jobs|upstream 503/],
+        ['/stampeded/workers', new RegExp(`<td>${process.pid}</td>`)],
+        ['/stampeded/health', /PostgreSQL 18/],
+      ] as const) {
+        const response = await get(path);
+        expect(response.status).toBe(200);
+        expect(await response.text()).toMatch(expected);
+      }
+    });
+  });
+});
