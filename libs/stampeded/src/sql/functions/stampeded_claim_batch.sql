@@ -51,7 +51,7 @@ AS $$
            -- index's order, and nothing before it is walked.
            AND c.scheduled_at >= p_after
            AND c.attempt      < c.max_attempts
-         -- Matches stampeded_jobs_claim_idx exactly, as the seed's claim does.
+         -- Matches stampeded_jobs_claim_idx exactly (NOTES.md, "The claim index").
          ORDER BY c.priority, c.scheduled_at
          LIMIT p_limit
          FOR UPDATE SKIP LOCKED
@@ -71,7 +71,7 @@ AS $$
                END,
                p_worker_id::text)
      WHERE j.queue = p_queue
-       -- The primary key, probed once per candidate; a join to the CTE was
+       -- The primary key, probed once per candidate; a join to the CTE is
        -- planned as a hash join over the whole partition.
        AND j.id    = ANY (ARRAY(SELECT id FROM candidate))
     RETURNING j.id, j.queue, j.tenant_id, j.task, j.args, j.meta, j.priority, j.destination,

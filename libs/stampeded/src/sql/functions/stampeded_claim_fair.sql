@@ -1,11 +1,10 @@
--- stampeded_claim for a queue whose tenants compete for this worker's slots:
--- up to p_per_tenant jobs of each tenant in p_tenants (those with work and
--- with room in this worker), each tenant's in its own claim order, read
+-- stampeded_claim_batch for a queue whose tenants compete for this worker's
+-- slots: up to p_per_tenant jobs of each tenant in p_tenants (those with work
+-- and with room in this worker), each tenant's in its own claim order, read
 -- through the tenant index. Taking the head of the queue instead and
 -- filtering it cannot work: behind a 10,000-job flood the head is all flood,
--- and the small tenants were never reached (measured: they waited for the
--- whole flood). Jobs without a tenant are claimed alongside, as one more
--- tenant.
+-- and the small tenants wait for the whole flood. Jobs without a tenant are
+-- claimed alongside, as one more tenant.
 CREATE OR REPLACE FUNCTION stampeded_claim_fair(
     p_queue        text,
     p_worker_id    uuid,

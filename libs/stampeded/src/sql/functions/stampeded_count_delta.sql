@@ -26,8 +26,8 @@ BEGIN
         ON CONFLICT (queue, state, slot) DO UPDATE SET n = stampeded_queue_counts.n + excluded.n;
 
     ELSE
-        -- Netted before they touch the table, as the seed's: a state change
-        -- is one upsert per (queue, state), a heartbeat none.
+        -- Netted before they touch the table: a state change is one upsert
+        -- per (queue, state), a heartbeat none.
         WITH delta AS (
             SELECT queue, state, -count(*)::bigint AS d FROM removed GROUP BY queue, state
             UNION ALL
@@ -38,7 +38,7 @@ BEGIN
         )
         INSERT INTO stampeded_queue_counts (queue, state, slot, n)
         SELECT queue, state, v_slot, d FROM net
-        -- Load-bearing, as in the seed: a fixed lock order within the slot.
+        -- Load-bearing: a fixed lock order within the slot.
         ORDER BY queue, state
         ON CONFLICT (queue, state, slot) DO UPDATE SET n = stampeded_queue_counts.n + excluded.n;
     END IF;

@@ -9,9 +9,9 @@
 -- Also reaped: a job claimed by a worker whose row is gone altogether. The
 -- reaper finds orphans through their worker's stale heartbeat, so a job whose
 -- worker row was deleted (by an operator, or by a worker that kept running
--- after its row was reaped) had no stale heartbeat to be found by and stayed
--- 'executing' forever. Such a job is reaped once its own last sign of life is
--- as old as a dead worker's.
+-- after its row was reaped) has no stale heartbeat to be found by and would
+-- stay 'executing' forever. Such a job is reaped once its own last sign of
+-- life is as old as a dead worker's.
 CREATE OR REPLACE FUNCTION stampeded_reap(
     p_dead_after interval DEFAULT interval '5 minutes'
 ) RETURNS TABLE (id uuid, queue text, worker_id uuid)
@@ -28,11 +28,11 @@ LANGUAGE sql AS $$
     ),
     reaped AS (
         UPDATE stampeded_jobs j
-           -- The same two budgets as the seed: `attempt` was spent at claim
-           -- (the poison brake), `interruptions` is the brake for jobs that
-           -- kill their worker. A job at its last attempt is discarded here
-           -- rather than parked: stampeded_claim never takes a job whose
-           -- attempt has reached max_attempts, so 'retryable' would be forever.
+           -- The schema's two budgets: `attempt` was spent at claim (the
+           -- poison brake), `interruptions` is the brake for jobs that kill
+           -- their worker. A job at its last attempt is discarded here
+           -- rather than parked: the claim never takes a job whose attempt
+           -- has reached max_attempts, so 'retryable' would be forever.
            SET state        = CASE WHEN j.interruptions + 1 > j.max_interruptions
                                      OR j.attempt >= j.max_attempts
                                    THEN 'discarded' ELSE 'retryable' END,

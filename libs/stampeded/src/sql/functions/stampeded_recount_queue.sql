@@ -1,14 +1,13 @@
--- The recount, exact while jobs move. The seed's deleted the queue's rows and
--- counted: a transition that committed between the two was counted by the
--- count and kept its own delta only if it had waited on a deleted row, which
--- with one row per (queue, state) it always did. With slots, a transition
--- can write a slot row that did not exist when the recount deleted, commit
--- before the count's snapshot, and be counted twice. So the recount first
--- makes every slot row of the queue exist and locks it, in (state, slot)
--- order -- the order transitions lock in within their slot, so no deadlock
--- -- and transitions of the queue wait for it; the count, a statement of
--- its own, sees every transition that committed before and none that did
--- not.
+-- The recount, exact while jobs move. Deleting the queue's rows and then
+-- counting is exact only while every transition of the queue must wait on a
+-- row the recount deleted, as with one row per (queue, state). With slots, a
+-- transition can write a slot row that did not exist when the recount
+-- deleted, commit before the count's snapshot, and be counted twice. So the
+-- recount first makes every slot row of the queue exist and locks it, in
+-- (state, slot) order -- the order transitions lock in within their slot, so
+-- no deadlock -- and transitions of the queue wait for it; the count, a
+-- statement of its own, sees every transition that committed before and none
+-- that did not.
 CREATE OR REPLACE FUNCTION stampeded_recount_queue(p_queue text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
