@@ -3,7 +3,7 @@ import { STATES } from '@stampeded/dashboard/inspector';
 import { emit, table } from '../output/output.js';
 import { withConnection } from './command-context.js';
 
-/** A worker silent for longer than this is shown as stale: the reaper's default is five minutes. */
+/** A worker silent for longer than this is shown as stale: the reaper's default (reapDeadAfter) is a minute. */
 const STALE_AFTER_SECS = 60;
 
 export function registerStatus(program: Command): void {
