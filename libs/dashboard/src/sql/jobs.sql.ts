@@ -36,13 +36,12 @@ const STATE_INDEX_PREDICATE: Record<string, string> = {
 /**
  * Whether these filters are answered by a bounded scan: a task, alone or
  * with a state that no partial index holds (completed, discarded,
- * cancelled). No index leads with the task -- one (task, queue, id) was
- * measured adding a third to the WAL of every insert and a fifth to that of
- * every claim and completion (migration 4's notes) -- and walking the primary
- * key until a page matched read every other queue's partition to its end for
- * a task that lives in one queue: 314 ms on a million jobs, more as the
- * table grows. A queue, tenant, destination or indexed state reads its own
- * index, as before.
+ * cancelled). No index leads with the task -- one on (task, queue, id) would
+ * be written by every insert, claim and completion (migration 4's notes have
+ * its cost) -- and walking the primary key until a page matches reads every
+ * other queue's partition to its end for a task that lives in one queue,
+ * more as the table grows (NOTES.md, "The dashboard's queries"). A queue,
+ * tenant, destination or indexed state reads its own index.
  */
 export function isBoundedScan(filters: JobFilters): boolean {
   return (
@@ -119,15 +118,16 @@ export function listJobsQuery(
       `dashboard_list_jobs:${key}`,
       filters.tenant !== undefined || filters.destination !== undefined
         ? // Fenced: left to itself the planner walks the primary key in
-          // order and filters, betting a tenant's rows come early; for one
-          // tenant in a thousand that read 50,000 rows (500 ms). Its own
-          // index, then a sort, costs what the tenant's size costs.
+          // order and filters, betting a tenant's rows come early, and for a
+          // rare tenant reads a large part of the table (NOTES.md, "The
+          // dashboard's queries"). Its own index, then a sort, costs what
+          // the tenant's size costs.
           `WITH matched AS MATERIALIZED (${select})
            SELECT * FROM matched j ORDER BY j.queue DESC, j.id::uuid DESC LIMIT $${values.length}`
         : `${select}
         -- The table's columns, not the output's: the output's id is text,
         -- and ordering by it sorts every matching row instead of reading
-        -- the primary key backwards. Found by the plan test.
+        -- the primary key backwards.
         ORDER BY j.queue DESC, j.id DESC
         LIMIT $${values.length}`,
     );
@@ -228,9 +228,8 @@ export const DISCARD_JOB = sql(
  * failing jobs, with every column the groups are made of, so the groups come
  * from an index-only scan; then each of the page's groups takes its newest
  * job as its example, one descent of the same index each. Read through the
- * seed's fingerprint index, which has none of those columns, the page visited
- * the heap once per failing job: 107 ms for 20,000 of them in
- * bench/dashboard-queries.mjs, 25 ms since.
+ * seed's fingerprint index, which has none of those columns, the page would
+ * visit the heap once per failing job (NOTES.md, "The dashboard's queries").
  */
 export const ERRORS_BY_FINGERPRINT = sql(
   'dashboard_errors_by_fingerprint',
@@ -270,14 +269,13 @@ export const ERRORS_BY_FINGERPRINT = sql(
  * outcomes together; a minute in which none finished has no row.
  *
  * Each minute is its own count over a range of the seed's finished_at
- * partial index, an index-only scan where the visibility map allows. As one
- * GROUP BY over the hour it was the same index read once, but every entry
- * went through date_bin() and a hash table: 423 ms for the 480,000 jobs a busy
- * hour finishes (bench/dashboard-queries.mjs), where sixty range counts take
- * 40 ms. Split by queue and outcome, as it first was, every row of the hour
- * was read from the heap (950 ms); the split would need (finished_at, queue,
- * state) in an index that every completion writes, which the chart does not
- * pay for.
+ * partial index, an index-only scan where the visibility map allows. One
+ * GROUP BY over the hour reads the same index once, but puts every entry
+ * through date_bin() and a hash table, at several times the cost of sixty
+ * range counts (NOTES.md, "The dashboard's queries"). Split by queue and
+ * outcome, the chart would read every row of the hour from the heap, or need
+ * (finished_at, queue, state) in an index that every completion writes,
+ * which the chart does not pay for.
  */
 export const THROUGHPUT = sql(
   'dashboard_throughput',

@@ -91,9 +91,9 @@ export class BreakerGate {
   /**
    * The breakers this worker changed itself, by the number of the change: a
    * refresh that started before a change returns the state before it, and
-   * replacing the map with it reopened a window, up to a refresh interval
-   * long, in which a breaker this worker had just tripped read closed and
-   * its destination's next job ran (seen in test/control/breakers.e2e-spec.ts).
+   * replacing the map with it would reopen a window, up to a refresh
+   * interval long, in which a breaker this worker has just tripped reads
+   * closed and its destination's next job runs.
    */
   private readonly changes = new Map<string, number>();
   private changeCount = 0;

@@ -78,8 +78,9 @@ export class VerdictGate {
   /**
    * Jobs that left the worker's hands but whose outcome is not yet written:
    * still 'executing' in the database, so still counted against max_running.
-   * Leaving them out let each worker claim replacements while completions
-   * were in flight, and the fleet ran at 5-10x the cap (measured).
+   * Left out, each worker would claim replacements while completions are in
+   * flight, and the fleet would run several times over the cap
+   * (docs/queue-control.md has the measured overshoot).
    */
   private readonly awaitingOutcome = new Map<string, { queue: string; since: number }>();
 

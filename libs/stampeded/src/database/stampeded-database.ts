@@ -61,10 +61,9 @@ export class StampededDatabase {
    * authentication), and each statement is prepared and run once on it, which
    * also compiles the functions and triggers it calls in that backend, in a
    * transaction that is rolled back: nothing it does is kept or seen, not
-   * even a NOTIFY. Without it the first jobs after a
-   * start paid all of that: the benchmark's first five jobs waited 30-120 ms
-   * where the rest waited 3 (bench/RESULTS.md). Best effort: a failure here
-   * is the first statement's to report.
+   * even a NOTIFY. Without it the first jobs after a start pay for all of
+   * that, and wait many times longer than the rest (bench/RESULTS.md). Best
+   * effort: a failure here is the first statement's to report.
    */
   async warm(statements: readonly { statement: Statement; values: unknown[] }[], connections = 2): Promise<void> {
     const count = Math.max(1, Math.min(connections, this.config.max ?? 10));
@@ -99,10 +98,9 @@ export class StampededDatabase {
   async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     // The pool listens for a client's 'error' only while it is idle: a
-    // connection cut while a transaction held it (pg_terminate_backend, a
-    // restarted server) was an 'error' event with no listener, which ended
+    // connection cut while a transaction holds it (pg_terminate_backend, a
+    // restarted server) is an 'error' event with no listener, which would end
     // the process. The statement in flight fails with the error all the same.
-    // Found by the fault suite (test/reliability/chaos.e2e-spec.ts).
     client.on('error', ignoreError);
     try {
       await client.query('BEGIN');

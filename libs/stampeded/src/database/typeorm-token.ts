@@ -14,10 +14,10 @@ const TYPEORM_NOT_LOADED = Symbol('TypeORM is not loaded');
  * resolves the dependency: by then every module of the app has been
  * imported, so an app that uses TypeOrmModule has loaded TypeORM, and one
  * that has not cannot have a DataSource to offer. Importing
- * @nestjs/typeorm here instead loaded all of TypeORM into every process
- * that imports Stampeded, workers with a connection of their own included:
- * 27 MB of a worker's memory (bench/RESULTS.md). @nestjs/typeorm and
- * typeorm are optional peers; with `connection`, neither is needed.
+ * @nestjs/typeorm here instead would load all of TypeORM into every process
+ * that imports Stampeded, workers with a connection of their own included
+ * (bench/RESULTS.md has what that costs a worker's memory). @nestjs/typeorm
+ * and typeorm are optional peers; with `connection`, neither is needed.
  */
 export function dataSourceToken(name?: string): string | symbol | (abstract new (...args: never[]) => unknown) {
   if (name !== undefined && name !== 'default') return `${name}DataSource`;

@@ -19,10 +19,11 @@ export interface JobOptions {
   deadLetterQueue?: string;
   /**
    * Delete the job when it completes, instead of keeping it as `completed`
-   * (BullMQ's removeOnComplete). Half the database's work for the completion;
-   * the job can no longer be read by id once done, and the dashboard's
-   * throughput chart does not count it. Failed, cancelled and dead-lettered
-   * jobs are always kept. Default false.
+   * (BullMQ's removeOnComplete). The completion then writes a delete, not a
+   * second copy of the row (docs/enqueue.md has the figures); the job can no
+   * longer be read by id once done, and the dashboard's throughput chart
+   * does not count it. Failed, cancelled and dead-lettered jobs are always
+   * kept. Default false.
    */
   removeOnComplete?: boolean;
 }

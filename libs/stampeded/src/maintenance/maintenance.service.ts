@@ -160,11 +160,10 @@ const FIRST_RUN_SPREAD_MAX_MS = 60_000;
 /**
  * When a new leader first runs a task. Reaping, expiry and the planner run
  * at once; the rest start somewhere in the second half of their interval (at
- * most a minute): all of them at once made every new leader, at every
- * deploy, a burst of catalogue and index reads beside the claims: the
- * benchmark's latency p99 was 12-18 ms with maintenance off and 63-111 ms
- * with it, 26-74 ms staggered (bench/RESULTS.md). A task never waits longer
- * than its own interval.
+ * most a minute): all of them at once make every new leader, at every deploy,
+ * a burst of catalogue and index reads beside the claims, which the jobs
+ * running then feel in their latency (docs/maintenance.md has the figures).
+ * A task never waits longer than its own interval.
  */
 export function firstRunDelayMs(task: MaintenanceTask, random: () => number = Math.random): number {
   if (AT_ELECTION.has(task.name)) return 0;

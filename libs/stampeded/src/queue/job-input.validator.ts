@@ -225,7 +225,7 @@ export function buildJobRow(
     if (!(options.runAt instanceof Date) || Number.isNaN(options.runAt.getTime())) fail(where, 'runAt', `must be a valid Date, got ${describe(options.runAt)}`);
     // PostgreSQL reads a year past 9999 in ISO form ("+275760-...") as a
     // time zone and fails with an error that names neither the job nor the
-    // option. Found by the bad-input tests (test/enqueue/bad-input.e2e-spec.ts).
+    // option.
     const year = options.runAt.getUTCFullYear();
     if (year < 1 || year > 9999) fail(where, 'runAt', `must be a date from year 1 to 9999, got ${options.runAt.toISOString()}`);
     runAt = options.runAt.toISOString();
@@ -301,12 +301,12 @@ export function withRuntimeMetaKey(meta: string, key: string, json: string): str
 
 /**
  * The schema's dedup_key hashes `dedup_scope::bytea`, and that cast reads
- * backslashes as escapes: a scope with a lone backslash failed the enqueue
- * ("invalid input syntax for type bytea"), and "\x41" hashed as "A", so two
- * different scopes shared one key. Stored with each backslash doubled, the
- * cast reads back exactly the scope's own bytes; a scope without a backslash
- * is stored as it is, so existing keys are unchanged. Found by the bad-input
- * tests (test/enqueue/bad-input.e2e-spec.ts).
+ * backslashes as escapes: a scope with a lone backslash would fail the
+ * enqueue ("invalid input syntax for type bytea"), and "\x41" would hash as
+ * "A", so two different scopes would share one key. Stored with each
+ * backslash doubled, the cast reads back exactly the scope's own bytes; a
+ * scope without a backslash is stored as it is, so existing keys are
+ * unchanged.
  */
 export function toStoredDedupScope(scope: string): string {
   return scope.replace(/\\/g, '\\\\');

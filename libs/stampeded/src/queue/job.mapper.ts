@@ -49,8 +49,8 @@ export function toJob(row: JobRowResult): Job {
 /**
  * A job as the worker's claim returns it: the columns a claim cannot have
  * changed or set to something else are filled in here rather than sent over
- * the wire, because a batch of a thousand full rows cost the database more to
- * print than to update (bench/RESULTS.md).
+ * the wire, because printing a batch of full rows costs the database more
+ * than updating them (NOTES.md, "What the claim returns").
  */
 export function toClaimedJob(row: JobRowResult, workerId: string): Job {
   const claimedAt = new Date(row.heartbeat_at);

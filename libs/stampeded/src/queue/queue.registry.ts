@@ -50,7 +50,7 @@ export class QueueRegistry {
     for (const queue of this.queues.values()) {
       // One process at a time per schema: processes of a fleet start together,
       // and stampeded_create_queue's "exists?" check and its CREATE are two
-      // steps, so two of them creating one partition raced to "relation
+      // steps, so two of them creating one partition would race to "relation
       // already exists". The lock is the transaction's, released at its end.
       await db.transaction(async (client) => {
         const run = async <Row extends QueryResultRow>(statement: Statement, values: unknown[]) => {

@@ -208,8 +208,7 @@ export class QueueService implements OnApplicationBootstrap {
     const run = (statement: Statement, values: unknown[]) => send(statement, values).catch((err: unknown) => {
       // jsonb can be larger than the JSON text the validator measured (each
       // number is stored as a numeric with a header): args under the cap as
-      // text went over the schema's CHECK as a bare constraint error. Found by
-      // the bad-input tests (test/enqueue/bad-input.e2e-spec.ts).
+      // text can go over the schema's CHECK, a bare constraint error.
       const constraint = (err as { code?: string; constraint?: string }).code === '23514' ? (err as { constraint?: string }).constraint : undefined;
       if (constraint === 'stampeded_jobs_args_check' || constraint === 'stampeded_jobs_meta_check') {
         const field = constraint === 'stampeded_jobs_args_check' ? 'args' : 'meta';
@@ -263,12 +262,11 @@ const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
 /**
  * The enqueue statements' two parameters: every row's own values, and the
  * values all rows share, written once. A bulk enqueue of one task sends
- * {"args":...} per job and its queue, task and options once; the database
- * spent half of the statement parsing them again for every row
- * (bench/RESULTS.md). A NULL column is left out (json_to_recordset reads a
- * missing key as NULL). args and meta are already-validated JSON text:
- * spliced in as JSON, not serialised twice. With `ids`, each row carries its
- * id first.
+ * {"args":...} per job and its queue, task and options once, so that the
+ * database does not parse them again for every row (bench/RESULTS.md). A
+ * NULL column is left out (json_to_recordset reads a missing key as NULL).
+ * args and meta are already-validated JSON text: spliced in as JSON, not
+ * serialised twice. With `ids`, each row carries its id first.
  */
 function rowsToJson(rows: JobRow[], ids?: string[]): [rows: string, shared: string] {
   const shared: (keyof JobRow)[] = [];

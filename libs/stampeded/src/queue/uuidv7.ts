@@ -8,8 +8,8 @@ import { randomFillSync } from 'node:crypto';
  * The database would draw the same kind of id (the column's DEFAULT
  * uuidv7()), but then the statement has to hand every id back matched to
  * its input row: a materialised copy of the batch and one result row per
- * job, 150 of 870 ms of a 50,000-job insert (bench/RESULTS.md). An id known
- * before the insert needs neither.
+ * job (NOTES.md, "The enqueue's ids"). An id known before the insert needs
+ * neither.
  *
  * Within this process the ids only grow: a counter orders those of one
  * millisecond, and when it runs out (4,096 ids in a millisecond, which a
@@ -46,9 +46,9 @@ export class UuidV7Source {
 
   /**
    * `chars` hex digits from the CSPRNG, at `at` in `random`. Drawn in
-   * blocks: a draw of 8 bytes costs about what one of 4 KB does (a CPU
-   * profile of single enqueues put 30 us of each in randomFillSync), and
-   * crypto.randomUUID() per id cost 1.5 us.
+   * blocks: a draw of 8 bytes costs about what one of 4 KB does, and an id's
+   * share of a block costs far less than crypto.randomUUID() per id
+   * (NOTES.md, "The enqueue's ids").
    */
   private randomHex(chars: number): { random: string; at: number } {
     if (chars > RANDOM_BLOCK_BYTES * 2) return { random: randomFillSync(Buffer.allocUnsafe(chars / 2)).toString('hex'), at: 0 };

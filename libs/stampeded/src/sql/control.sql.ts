@@ -97,7 +97,8 @@ export const WRITE_VERDICTS = sql(
  * database's clock, so a worker with a drifting clock reads the same verdicts
  * as its neighbours. A capped queue's claimed-plus-executing count is read
  * here too, live: the planner's count is up to a planner interval old, and
- * workers that each added their claims since to it overshot the cap 4x.
+ * workers that each add their own claims since to it overshoot the cap
+ * several times over (NOTES.md, "Queue caps").
  */
 export const READ_VERDICTS = sql(
   'control_read_verdicts',

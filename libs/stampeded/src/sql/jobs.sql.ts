@@ -15,15 +15,14 @@ const DEDUP_KEY = `
 /**
  * The batch's rows, as the enqueue statements read them: $1 is a JSON array
  * with one object per job holding only what is its own, $2 one object with
- * the values every job of the batch shares (see rowsToJson). A bulk enqueue
- * of one task repeats its queue, task and options in every row; parsing them
- * 50,000 times was half of the statement (bench/RESULTS.md). A key missing
- * from both is NULL, as a missing key always was. json, not jsonb:
- * json_to_recordset reads the text as it goes, where $1::jsonb first built a
- * binary copy of the whole batch. args and meta are read as json too and cast
- * to jsonb once, after the coalesce: json_to_recordset filling a jsonb column
- * took 480 ms for 50,000 {"args":{...}} objects, filling a json column and
- * casting it 97 ms (bench/RESULTS.md).
+ * the values every job of the batch shares (see rowsToJson), so that a bulk
+ * enqueue of one task does not have its queue, task and options parsed again
+ * for every row (bench/RESULTS.md). A key missing from both is NULL. json,
+ * not jsonb: json_to_recordset reads the text as it goes, where $1::jsonb
+ * would first build a binary copy of the whole batch. args and meta are read
+ * as json too and cast to jsonb once, after the coalesce: json_to_recordset
+ * fills a jsonb column several times slower than a json column cast
+ * afterwards (bench/RESULTS.md).
  */
 const INPUT_COLUMNS = `
            id uuid, queue text, task text, args json, meta json, tenant_id text, priority smallint, destination text,
@@ -108,10 +107,10 @@ SELECT i.ord::int AS ord,
  * ENQUEUE for a batch in which no job has a dedup scope, which is most of
  * them: nothing can conflict, so there is no ON CONFLICT, no matching of
  * inserted rows back to their input and no search for an existing twin --
- * every row is inserted, or the statement fails. Half of the bulk insert's
- * time went to that machinery (bench/RESULTS.md). The ids come with the rows
- * (UuidV7Source), so nothing comes back: handing 50,000 drawn ids back took
- * a materialised copy of the batch and a result row per job.
+ * every row is inserted, or the statement fails. That machinery is a large
+ * share of a bulk insert's time (bench/RESULTS.md). The ids come with the rows
+ * (UuidV7Source), so nothing comes back: handing drawn ids back takes a
+ * materialised copy of the batch and a result row per job.
  */
 export const ENQUEUE_PLAIN = sql(
   'stampeded_enqueue_plain',
@@ -150,8 +149,8 @@ export const ENQUEUE_ONE_KEYS = [
  * whose value the claim itself decides (state, claimed_by, claimed_at =
  * heartbeat_at, finished_at) or that no worker reads (dedup_key). Times come
  * as epoch milliseconds, and attempted_by as NULL when this claim is the only
- * entry: parsing timestamps and text arrays was an eighth of what a no-op job
- * allocated in the worker (bench/RESULTS.md).
+ * entry: parsing timestamps and text arrays is a large part of what a no-op
+ * job allocates in the worker (NOTES.md, "What the claim returns").
  */
 export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority, destination,
           extract(epoch FROM scheduled_at)::float8 * 1000 AS scheduled_at, expire_seconds,

@@ -112,10 +112,8 @@ export async function assertServerVersion(run: SqlRunner): Promise<void> {
 /**
  * Refuses a schema name that PostgreSQL would need quoted. The migrations'
  * own functions read the schema back unquoted (`current_schema()::regnamespace`),
- * so a name such as "MyApp", "tenant-1" or one with a quote failed to install
- * with "invalid name syntax", or would resolve to another schema. Found by
- * the security tests (test/reliability/security.e2e-spec.ts), which install into a schema
- * named like an injection attempt.
+ * so a name such as "MyApp", "tenant-1" or one with a quote fails to install
+ * with "invalid name syntax", or resolves to another schema.
  */
 export function assertSchemaName(schema: string): void {
   if (typeof schema !== 'string' || !/^[a-z_][a-z0-9_$]*$/.test(schema) || Buffer.byteLength(schema) > 63) {
