@@ -12,6 +12,7 @@ export default {
     '^@stampeded/testing$': '<rootDir>/libs/testing/src/index.ts',
     '^@stampeded/dashboard$': '<rootDir>/libs/dashboard/src/index.ts',
     '^@stampeded/dashboard/inspector$': '<rootDir>/libs/dashboard/src/inspector/index.ts',
+    '^@stampeded/dashboard/internal$': '<rootDir>/libs/dashboard/src/internal.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/libs/**/src/**/*.spec.ts'],

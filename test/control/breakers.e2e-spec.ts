@@ -3,11 +3,10 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
-import { BreakerOpenError, QueueControlService, QueueService, Task, migrate, type TaskHandler } from '@stampeded/nestjs';
+import { BreakerOpenError, QueueControlService, QueueService, Task, migrate, type Job, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 import { WorkerProcess } from '../support/worker-process.js';
-import type { Job } from '../../libs/stampeded/src/interfaces/job.interface.js';
 
 const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 

@@ -2,12 +2,19 @@ import type pg from 'pg';
 import { migrate } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase } from '../support/test-app.js';
-import { listJobsQuery, GET_JOB, ERRORS_BY_FINGERPRINT, THROUGHPUT } from '../../libs/dashboard/src/sql/jobs.sql.js';
-import { StampededInspector, InspectorInputError, encodeCursor, type JobPage } from '../../libs/dashboard/src/inspector/stampeded-inspector.js';
-import { QUEUE_COUNTS, QUEUE_STATE } from '../../libs/dashboard/src/sql/queues.sql.js';
-import { RUNNING_JOBS, WORKERS } from '../../libs/dashboard/src/sql/workers.sql.js';
-import { SCHEDULES } from '../../libs/dashboard/src/sql/schedules.sql.js';
-import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../../libs/stampeded/src/sql/dead-letters.sql.js';
+import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '@stampeded/nestjs/internal';
+import { StampededInspector, InspectorInputError, encodeCursor, type JobPage } from '@stampeded/dashboard/inspector';
+import {
+  listJobsQuery,
+  GET_JOB,
+  ERRORS_BY_FINGERPRINT,
+  THROUGHPUT,
+  QUEUE_COUNTS,
+  QUEUE_STATE,
+  RUNNING_JOBS,
+  WORKERS,
+  SCHEDULES,
+} from '@stampeded/dashboard/internal';
 
 // Which plan each dashboard query gets, not how fast it runs (bench/
 // dashboard-queries.mjs times them on a million jobs). The table is modest

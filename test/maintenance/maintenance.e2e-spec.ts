@@ -12,7 +12,7 @@ import {
   migrate,
 } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
-import { applyMigrations } from '../../libs/stampeded/src/sql/migrations/migrations.js';
+import { applyMigrations } from '@stampeded/nestjs/internal';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 
 @Task('live', { queue: 'live' })
