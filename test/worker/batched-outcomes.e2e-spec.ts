@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
@@ -10,14 +9,6 @@ import { bootApp, migratedDatabase, sqlClient, waitFor } from '../support/test-a
 
 const runs = new Map<string, number>();
 
-/** One function's definition as the seed (migration 1, verbatim) creates it. */
-function seedFunction(name: string): string {
-  const seed = readFileSync(new URL('../../libs/stampeded/src/sql/migrations/0001_seed.sql', import.meta.url), 'utf8');
-  const start = seed.indexOf(`CREATE FUNCTION ${name}(`);
-  const end = seed.indexOf('\n$$;', start);
-  if (start < 0 || end < 0) throw new Error(`${name} is not in the seed`);
-  return seed.slice(start, end + '\n$$;'.length);
-}
 
 @Task('counted', { queue: 'batched' })
 class Counted implements TaskHandler<{ n: number }> {
@@ -28,7 +19,7 @@ class Counted implements TaskHandler<{ n: number }> {
 
 describe('batched outcomes', () => {
   const database = migratedDatabase();
-  // The worker's claim; the seed's stampeded_claim, no longer installed, is compared with it below.
+  // The worker's claim; the seed's stampeded_claim is compared with it below.
   const { worker, claim, completeMany } = jobSql(() => database.sql);
   let sql: pg.Client;
   let db: { url: string };
@@ -121,7 +112,6 @@ describe('batched outcomes', () => {
 
     const a = await worker();
     await sql.query('BEGIN');
-    await sql.query(seedFunction('stampeded_claim'));
     const bySeed = (await sql.query(`SELECT id::text FROM stampeded_claim('same', $1, 8)`, [a])).rows.map((r) => r.id);
     const seedRows = await snapshot();
     await sql.query('ROLLBACK');

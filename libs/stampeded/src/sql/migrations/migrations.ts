@@ -24,8 +24,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 4, name: 'operations', file: '0004_operations.sql' },
   { version: 5, name: 'contention', file: '0005_contention.sql' },
   { version: 6, name: 'cost', file: '0006_cost.sql' },
-  { version: 7, name: 'retired_functions', file: '0007_retired_functions.sql' },
-  { version: 8, name: 'queue_pause', file: '0008_queue_pause.sql' },
+  { version: 7, name: 'queue_pause', file: '0007_queue_pause.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;

@@ -1,4 +1,4 @@
--- Migration 8: a queue's pause is columns of its policy row.
+-- Migration 7: a queue's pause is columns of its policy row.
 --
 -- An operator's pause was the verdict 'hold' with a reason starting
 -- "paused by <who>[: <why>]", and every reader parsed that text. The pause is
