@@ -13,7 +13,6 @@ export { MaintenanceService } from './maintenance/maintenance.service.js';
 export { QueueControlService } from './control/queue-control.service.js';
 export { SchedulesService } from './scheduler/schedules.service.js';
 export type { ScheduleOccurrence } from './scheduler/schedules.service.js';
-export { JobAbortedError } from './worker/worker.js';
 export { DEFAULT_RETRY_POLICY } from './worker/retry-policy.js';
 export { WorkerExitedError } from './isolation/process-task.runner.js';
 export { migrate } from './sql/migrations/migrate.js';
@@ -27,6 +26,7 @@ export {
   RetryAfterError,
   CheckpointError,
   BreakerOpenError,
+  JobAbortedError,
 } from './errors/stampeded.errors.js';
 export { DEFAULT_QUEUE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';

@@ -27,6 +27,14 @@ export class RetryAfterError extends Error {
   }
 }
 
+/**
+ * The reason a handler's AbortSignal fires: the job timed out, was cancelled,
+ * is no longer this worker's, or the worker is shutting down.
+ */
+export class JobAbortedError extends Error {
+  override name = 'JobAbortedError';
+}
+
 /** The job's checkpoint could not be saved (too large, or the job is no longer ours). */
 export class CheckpointError extends Error {
   override name = 'CheckpointError';

@@ -1,0 +1,335 @@
+import { Logger } from '@nestjs/common';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { TaskRegistry, RegisteredTask } from '../explorer/task.registry.js';
+import type { JobEventType } from '../interfaces/job-event.interface.js';
+import type { Job } from '../interfaces/job.interface.js';
+import { JobAbortedError } from '../errors/stampeded.errors.js';
+import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
+import type { ControlGate } from '../control/control.gate.js';
+import type { JobTracer } from '../tracing/job-tracer.js';
+import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
+import { describeError } from './describe-error.js';
+import { RunContext, type JobRunHooks } from './job-context.js';
+import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
+import type { WorkerEvents } from './worker-events.js';
+
+export interface ExecutorConfig {
+  workerId: string;
+  /** Queue control (control/): whether to run a job, and what its failure means for its destination. */
+  control?: ControlGate;
+  /** OpenTelemetry (tracing/): a span per execution, when @opentelemetry/api is installed. */
+  tracer?: JobTracer;
+}
+
+/** How a job run ended, as far as this worker knows. */
+export type RunOutcome = Extract<JobEventType, 'completed' | 'retrying' | 'discarded' | 'cancelled' | 'lost' | 'released'>;
+
+interface RunningJob {
+  job: Job;
+  /**
+   * Made on first use of the handler's signal. Most handlers never look at
+   * it, and an AbortController per job is a measurable share of a no-op
+   * job's cost (bench/RESULTS.md).
+   */
+  controller?: AbortController;
+  /** Set when the job was aborted before its signal was made. */
+  abortedWith?: Error;
+  startedAt: number;
+  settled: boolean;
+  /** Why the signal fired, when it did. */
+  abortReason?: 'timed_out' | 'cancelled' | 'lost' | 'shutdown';
+  /** When the job times out unless it touches (epoch ms). */
+  deadlineAt: number;
+  done: Promise<RunOutcome>;
+}
+
+/**
+ * Deadlines are checked by one sweep over the running jobs, not by a timer
+ * per job: arming and clearing a setTimeout for every job costs more than a
+ * no-op job itself. A job times out at most this late.
+ */
+const DEADLINE_SWEEP_MS = 100;
+
+/**
+ * Runs claimed jobs, each to its recorded outcome: the handler's context,
+ * its deadline and AbortSignal, the isolated process when the task asks for
+ * one, and the outcome handed to the OutcomeRecorder -- completed, a failure
+ * as the task's retry policy decides it, or given back. `onSettled` hears of
+ * every slot that frees, so that the producer can start the next job.
+ */
+export class JobExecutor {
+  private readonly logger = new Logger('Stampeded');
+  private readonly running = new Map<string, RunningJob>();
+  private sweepTimer?: NodeJS.Timeout;
+  /** What every job's context asks of its run (see RunContext). */
+  private readonly runHooks: JobRunHooks<RunningJob> = {
+    signalOf: (entry) => this.signalOf(entry),
+    onAlive: (entry) => this.armDeadline(entry, Date.now()),
+    onLost: (entry, reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
+  };
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly tasks: TaskRegistry,
+    private readonly recorder: OutcomeRecorder,
+    private readonly events: WorkerEvents,
+    private readonly config: ExecutorConfig,
+    private readonly onSettled: (job: Job) => void,
+    private readonly processRunner?: ProcessTaskRunner,
+  ) {}
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  /** This worker's running jobs of the queue. */
+  runningIn(queue: string): number {
+    let n = 0;
+    for (const r of this.running.values()) if (r.job.queue === queue) n++;
+    return n;
+  }
+
+  isRunning(jobId: string): boolean {
+    return this.running.has(jobId);
+  }
+
+  /**
+   * Runs one claimed job to its recorded outcome. `claimedAt` is when it was
+   * claimed by this process's clock: its deadline counts from there.
+   */
+  execute(job: Job, claimedAt?: number): Promise<RunOutcome> {
+    const entry: RunningJob = {
+      job,
+      controller: undefined,
+      startedAt: Date.now(),
+      settled: false,
+      deadlineAt: Infinity,
+      done: undefined as unknown as Promise<RunOutcome>,
+    };
+    this.running.set(job.id, entry);
+    if (!this.sweepTimer) {
+      this.sweepTimer = setInterval(() => this.sweepDeadlines(), DEADLINE_SWEEP_MS);
+      this.sweepTimer.unref?.();
+    }
+    this.events.emit('active', job);
+    const tracer = this.config.tracer;
+    const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt)) : this.run(entry, claimedAt);
+    // Every failure of a job's own is recorded inside run(); what escapes it
+    // (a connection cut while queue control asked the database something) must
+    // not end the process as an unhandled rejection. The job, unrecorded,
+    // runs again when it expires.
+    entry.done = run.catch((err: unknown) => {
+      this.logger.error(`job ${job.id}: ${(err as Error)?.message ?? String(err)}; nothing was recorded, it will run again when it expires`);
+      this.settle(entry);
+      return 'lost' as const;
+    });
+    return entry.done;
+  }
+
+  private async run(entry: RunningJob, claimedAt: number | undefined): Promise<RunOutcome> {
+    const { job } = entry;
+    const task = this.tasks.get(job.task);
+    if (!task) {
+      this.settle(entry);
+      const error =
+        `No handler for task "${job.task}" in this worker (pid ${process.pid}; tasks here: ${this.tasks.names().join(', ') || 'none'}). ` +
+        `It will be retried: deploy a worker that has the task, or fix the task name.`;
+      return this.recordFailure(job, this.handlerFailure({ job, error, kind: 'raised' }, undefined, error));
+    }
+    // Queue control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
+    const refusal = this.config.control?.admit(job);
+    if (refusal) {
+      const failure = await refusal;
+      if (failure) {
+        this.settle(entry);
+        return this.recordFailure(job, failure);
+      }
+    }
+    this.armDeadline(entry, claimedAt ?? Date.now());
+    const ctx = new RunContext(this.db, this.config.workerId, job, this.runHooks, entry);
+    let result: unknown;
+    try {
+      result = await this.invoke(task, job, ctx, entry);
+    } catch (err) {
+      if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
+      this.settle(entry);
+      if (entry.abortReason === 'shutdown') return this.giveBack(job);
+      this.config.tracer?.raised(job, err);
+      const error = describeError(err);
+      const deferral = await this.config.control?.failed(job, err, error);
+      const kind = (err as { workerExited?: boolean }).workerExited ? 'worker_exited' : 'raised';
+      return this.recordFailure(job, deferral ?? this.handlerFailure({ job, error: err, kind }, task, error));
+    }
+    if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
+    this.settle(entry);
+    const owned = await this.recorder.complete(job).catch((err: unknown) => {
+      this.logger.error(`could not record completion of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
+      return false;
+    });
+    this.events.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
+    if (owned) this.config.control?.completed(job);
+    else this.config.control?.recorded(job);
+    return owned ? 'completed' : 'lost';
+  }
+
+  private invoke(task: RegisteredTask, job: Job, ctx: RunContext<RunningJob>, entry: RunningJob): Promise<unknown> {
+    if (task.metadata.isolation === 'process') {
+      if (!this.processRunner) throw new Error('isolation: process is not available in this worker');
+      return this.processRunner.run(task, job, ctx, this.signalOf(entry));
+    }
+    return Promise.resolve(task.instance.handle(job.args, ctx));
+  }
+
+  /** The failure to record, as the task's retry policy decides it. */
+  private handlerFailure(failure: HandlerFailure, task: RegisteredTask | undefined, error: string): FailureRecord {
+    return failureRecord(failure, decideRetry(failure, task?.retryPolicy), error);
+  }
+
+  // ---- deadlines and aborts ----
+
+  /** The handler's AbortSignal, made when first asked for. */
+  private signalOf(entry: RunningJob): AbortSignal {
+    if (!entry.controller) {
+      entry.controller = new AbortController();
+      if (entry.abortedWith) entry.controller.abort(entry.abortedWith);
+    }
+    return entry.controller.signal;
+  }
+
+  private abortSignal(entry: RunningJob, error: Error): void {
+    if (entry.controller) entry.controller.abort(error);
+    else entry.abortedWith ??= error;
+  }
+
+  private armDeadline(entry: RunningJob, from: number): void {
+    if (entry.settled) return;
+    entry.deadlineAt = from + entry.job.expireSeconds * 1000;
+  }
+
+  private sweepDeadlines(): void {
+    const now = Date.now();
+    for (const entry of this.running.values()) {
+      if (!entry.settled && entry.deadlineAt <= now) void this.timeOut(entry);
+    }
+  }
+
+  private async timeOut(entry: RunningJob): Promise<void> {
+    if (entry.settled) return;
+    const { job } = entry;
+    const aborted = new JobAbortedError(`job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
+    this.abandon(entry, 'timed_out', aborted);
+    const failure: HandlerFailure = { job, error: aborted, kind: 'timed_out' };
+    await this.recordFailure(job, this.handlerFailure(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
+  }
+
+  /** Frees the slot and fires the handler's signal; what follows depends on why. */
+  private abandon(entry: RunningJob, reason: NonNullable<RunningJob['abortReason']>, error: JobAbortedError): void {
+    if (entry.settled) return;
+    entry.abortReason = reason;
+    this.settle(entry);
+    this.abortSignal(entry, error);
+    if (reason === 'lost') this.events.emit('lost', entry.job, { error: error.message });
+  }
+
+  /** The job was cancelled (by anyone): stop running it; the database already says cancelled. False: not running here. */
+  cancel(jobId: string): boolean {
+    const entry = this.running.get(jobId);
+    if (!entry) return false;
+    this.abandon(entry, 'cancelled', new JobAbortedError(`job ${jobId} was cancelled`));
+    this.events.emit('cancelled', entry.job);
+    return true;
+  }
+
+  /**
+   * Stops every running job and records `heartbeat_lost` for those still
+   * ours: this worker can no longer prove it is alive, and two executions of
+   * one job at once are worse than an interrupted one.
+   */
+  async interruptAll(message: string): Promise<void> {
+    const failures = [...this.running.values()].map((entry): HandlerFailure => {
+      const aborted = new JobAbortedError(message);
+      entry.abortReason = 'lost';
+      this.settle(entry);
+      this.abortSignal(entry, aborted);
+      return { job: entry.job, error: aborted, kind: 'heartbeat_lost' };
+    });
+    await Promise.all(
+      failures.map((failure) => this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message))),
+    );
+  }
+
+  /**
+   * Lets running handlers finish for up to `timeoutMs`, then aborts the rest
+   * and gives them back -- interrupted by us, not failed -- so that nothing
+   * waits for the reaper.
+   */
+  async finishRunning(timeoutMs: number, abortGraceMs: number): Promise<void> {
+    await this.waitForRunning(timeoutMs);
+    const stragglers = [...this.running.values()];
+    if (!stragglers.length) return;
+    this.logger.warn(`shutdown: aborting ${stragglers.length} job(s) still running after ${timeoutMs} ms; they go back to the queue`);
+    for (const entry of stragglers) {
+      entry.abortReason = 'shutdown';
+      this.abortSignal(entry, new JobAbortedError('worker is shutting down'));
+    }
+    await this.waitForRunning(abortGraceMs);
+    for (const entry of [...this.running.values()]) {
+      this.settle(entry);
+      await this.giveBack(entry.job);
+    }
+  }
+
+  private async waitForRunning(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.running.size && Date.now() < deadline) {
+      const pending = [...this.running.values()].map((r) => r.done);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled(pending),
+        new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now())))),
+      ]);
+      clearTimeout(timer);
+    }
+  }
+
+  // ---- outcomes ----
+
+  private settle(entry: RunningJob): void {
+    if (entry.settled) return;
+    entry.settled = true;
+    this.running.delete(entry.job.id);
+    this.config.control?.settled(entry.job);
+    if (this.running.size === 0 && this.sweepTimer) {
+      clearInterval(this.sweepTimer);
+      this.sweepTimer = undefined;
+    }
+    this.onSettled(entry.job);
+  }
+
+  private async recordFailure(job: Job, failure: FailureRecord): Promise<RunOutcome> {
+    const result = await this.recorder.fail(job, failure).catch((err: unknown) => {
+      this.logger.error(`could not record failure of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
+      return { owned: false } as const;
+    });
+    this.config.control?.recorded(job);
+    const detail = { error: failure.error, failureKind: failure.kind };
+    if (!result.owned) {
+      this.events.emit('lost', job, detail);
+      return 'lost';
+    }
+    this.events.emit('failed', job, detail);
+    if (result.state === 'retryable') {
+      this.events.emit('retrying', job, { ...detail, retryDelayMs: failure.retryDelayMs ?? undefined });
+      return 'retrying';
+    }
+    this.events.emit('discarded', job, { ...detail, deadLettered: result.deadLettered });
+    return 'discarded';
+  }
+
+  /** Gives a job back without spending its attempt, unstarted or interrupted: it runs again as if never claimed. */
+  async giveBack(job: Job): Promise<RunOutcome> {
+    const owned = await this.recorder.release(job).catch(() => false);
+    this.events.emit(owned ? 'released' : 'lost', job);
+    return owned ? 'released' : 'lost';
+  }
+}

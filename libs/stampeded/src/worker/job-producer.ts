@@ -1,0 +1,327 @@
+import { Logger } from '@nestjs/common';
+import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { Job } from '../interfaces/job.interface.js';
+import type { ControlGate } from '../control/control.gate.js';
+import { CLAIM_BATCH } from '../sql/jobs.sql.js';
+import { CLAIM_FAIR } from '../sql/control.sql.js';
+import { UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
+import { toClaimedJob } from '../queue/job.mapper.js';
+import { AutoPrefetch } from './auto-prefetch.js';
+import { ClaimBuffer } from './claim-buffer.js';
+import { ClaimCursor } from './claim-cursor.js';
+import { isConnectionError, type OutcomeRecorder } from './outcome-recorder.js';
+import type { RunOutcome } from './job-executor.js';
+
+export interface ProducerConfig {
+  workerId: string;
+  queues: string[];
+  concurrency: number;
+  /** Jobs claimed ahead of free slots; `'auto'` sizes it from the measured rate (AutoPrefetch). */
+  prefetch: number | 'auto';
+  claimBatchSize: number;
+  pollIntervalMs: number;
+  /** Per-queue caps from registerQueue({ concurrency }). */
+  queueConcurrency: Map<string, number>;
+  /** Queue control (control/): where to claim, how much, and which buffered job may start. */
+  control?: ControlGate;
+}
+
+/** What the producer needs of whoever runs the jobs it claims (JobExecutor). */
+export interface JobRunner {
+  readonly runningCount: number;
+  runningIn(queue: string): number;
+  isRunning(jobId: string): boolean;
+  execute(job: Job, claimedAt?: number): Promise<RunOutcome>;
+  giveBack(job: Job): Promise<RunOutcome>;
+}
+
+/** Claim statements one worker runs at once. */
+const MAX_PARALLEL_CLAIMS = 2;
+
+/**
+ * Keeps a worker supplied with jobs: claims them in batches into a small
+ * local buffer, each queue's in claim order, and starts them as slots free
+ * up. Claiming ahead by `prefetch` jobs means a finished handler starts the
+ * next job without a round trip; 'auto' claims ahead only while slots free
+ * up fast (AutoPrefetch). It wakes on a notification, on a poll timer, and
+ * when the buffer runs low, and backs off while the database is unreachable.
+ */
+export class JobProducer {
+  private readonly logger = new Logger('Stampeded');
+  private readonly buffer = new ClaimBuffer();
+  /**
+   * When each buffered job was claimed, by this process's clock. A job's
+   * deadline counts from its claim, and the database's heartbeat_at says when
+   * in the database's time: compared with Date.now() here, a host whose
+   * clock runs ahead by more than expire_seconds would time out every job
+   * the moment it started (and a smaller skew shorten every timeout by that
+   * much), and the job would run again while its first run went on. The
+   * fault suite's skewed clocks check it (test/reliability/chaos.e2e-spec.ts).
+   */
+  private readonly claimedLocally = new WeakMap<Job, number>();
+  /** Claim statements awaiting their answer. */
+  private claimsInFlight = 0;
+  /** A claim failed on its connection: it may have committed jobs that never reached us. */
+  private unknownClaimsPossible = false;
+  /** The latest claim time (database clock, ms) of any job a claim handed us. */
+  private lastClaimAt = 0;
+  private readonly emptyQueues = new Set<string>();
+  /** Where each queue's next claim starts (migration 10). */
+  private readonly cursors = new Map<string, ClaimCursor>();
+  private readonly autoPrefetch: AutoPrefetch;
+  /** Which buffered job may start now; undefined: the first. */
+  private readonly startable?: (job: Job) => boolean;
+  private nextQueue = 0;
+  private fetching?: Promise<void>;
+  private wakeRequested = false;
+  private stopping = false;
+  /** Only a started producer claims on its own; drain() claims through a producer that never starts. */
+  private started = false;
+  private pollTimer?: NodeJS.Timeout;
+  private retryTimer?: NodeJS.Timeout;
+  private claimFailures = 0;
+
+  constructor(
+    private readonly db: StampededDatabase,
+    private readonly recorder: OutcomeRecorder,
+    private readonly runner: JobRunner,
+    private readonly config: ProducerConfig,
+  ) {
+    this.autoPrefetch = new AutoPrefetch(config.concurrency);
+    const gate = config.control;
+    // A buffered job whose tenant is at its share waits here for one of that
+    // tenant's running jobs to finish, and the next tenant's job goes first.
+    // Started in claim order, it would be refused as `throttled` and sent
+    // back with a delay, and under a steady load of many tenants half the
+    // claimed jobs would go round that loop (docs/reliability.md, the soak).
+    if (gate) this.startable = (job) => gate.withinShare(job);
+  }
+
+  start(): void {
+    this.started = true;
+    this.pollTimer = setInterval(() => {
+      this.emptyQueues.clear();
+      this.wake();
+    }, this.config.pollIntervalMs);
+    this.wake();
+  }
+
+  /** A job may be waiting: in this queue, or (no queue) anywhere. */
+  wake(queue?: string): void {
+    if (this.stopping || !this.started) return;
+    if (queue !== undefined) {
+      if (!this.config.queues.includes(queue)) return;
+      this.emptyQueues.delete(queue);
+    } else {
+      this.emptyQueues.clear();
+    }
+    if (this.fetching) {
+      this.wakeRequested = true;
+      return;
+    }
+    this.fetching = this.fetchLoop().finally(() => (this.fetching = undefined));
+  }
+
+  /** A running job left its slot: start the next buffered one, and claim more when the buffer runs low. */
+  slotFreed(): void {
+    this.autoPrefetch.slotFreed();
+    this.startBuffered();
+  }
+
+  /** When this process claimed the job (epoch ms), for its deadline. */
+  claimedAt(job: Job): number | undefined {
+    return this.claimedLocally.get(job);
+  }
+
+  /** Every buffered job, taken out: they are the caller's to give back. */
+  takeBuffered(): Job[] {
+    return this.buffer.takeAll();
+  }
+
+  /** The buffered job with this id, taken out (it was cancelled). */
+  takeBufferedJob(jobId: string): Job | undefined {
+    return this.buffer.take(jobId);
+  }
+
+  /** Stops claiming and gives back what was claimed but not started. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.retryTimer);
+    await this.fetching;
+    await Promise.all(this.buffer.takeAll().map((job) => this.runner.giveBack(job)));
+  }
+
+  private room(): number {
+    return this.config.concurrency + this.prefetch() - this.runner.runningCount - this.buffer.length;
+  }
+
+  /** Jobs to hold claimed ahead of free slots. */
+  private prefetch(): number {
+    return this.config.prefetch === 'auto' ? this.autoPrefetch.size() : this.config.prefetch;
+  }
+
+  private queueRoom(queue: string): number {
+    const cap = this.config.queueConcurrency.get(queue);
+    // A paused queue has no room; a max_running queue has what the planner left free.
+    const controlRoom = this.config.control ? this.config.control.room(queue, () => this.inFlight(queue)) : Infinity;
+    if (cap === undefined) return controlRoom;
+    return Math.min(controlRoom, cap - this.inFlight(queue));
+  }
+
+  private inFlight(queue: string): number {
+    return this.runner.runningIn(queue) + this.buffer.countIn(queue);
+  }
+
+  private async fetchLoop(): Promise<void> {
+    try {
+      if (this.unknownClaimsPossible) await this.releaseUnknownClaims();
+      do {
+        this.wakeRequested = false;
+        while (!this.stopping) {
+          // Up to MAX_PARALLEL_CLAIMS claims at once when the buffer wants more
+          // than one claim can take: a batch of no-op jobs runs in a
+          // millisecond and its claim takes tens, so one claim at a time
+          // would leave the worker idle most of the time (bench/RESULTS.md).
+          const claims: Promise<void>[] = [];
+          let reserved = 0;
+          while (claims.length < MAX_PARALLEL_CLAIMS) {
+            const queue = this.pickQueue(reserved);
+            if (queue === undefined) break;
+            const capped = this.config.queueConcurrency.has(queue) || this.config.control?.capped(queue) === true;
+            if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
+            // At a trickle a second claim only races the first for the same few jobs.
+            if (claims.length > 0 && this.prefetch() < this.config.claimBatchSize) break;
+            const limit = Math.min(this.room() - reserved, this.queueRoom(queue), this.config.claimBatchSize);
+            if (limit <= 0) break;
+            reserved += limit;
+            claims.push(this.claimInto(queue, limit));
+            if (capped) break;
+          }
+          if (!claims.length) break;
+          await Promise.all(claims);
+        }
+      } while (this.wakeRequested && !this.stopping);
+      this.claimFailures = 0;
+    } catch (err) {
+      this.claimFailures++;
+      const delay = Math.min(30_000, 200 * 2 ** Math.min(this.claimFailures, 8));
+      if (this.claimFailures === 1 || this.claimFailures % 20 === 0) {
+        const what = isConnectionError(err) ? 'the database is unreachable' : 'claiming failed';
+        this.logger.warn(`${what} (${(err as Error)?.message ?? err}); trying again in ${delay} ms`);
+      }
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => this.wake(), delay);
+    }
+  }
+
+  /**
+   * A claim whose answer was lost with its connection (a restarted server, a
+   * cut connection) may have committed all the same: its jobs are ours in
+   * the database and unknown here, and would sit 'executing' until their
+   * expire_seconds (an hour by default); the fault suite's PostgreSQL
+   * restart checks it (test/reliability/chaos.e2e-spec.ts). Once the
+   * database answers and no claim is in flight, they are given back without
+   * spending an attempt. Only jobs claimed after the last one a claim handed
+   * us: a job we did receive, whose outcome may still be on its way, is
+   * never among them.
+   */
+  private async releaseUnknownClaims(): Promise<void> {
+    if (this.claimsInFlight > 0) return;
+    const rows = await this.db.query<{ id: string; queue: string; attempt: number }>(UNKNOWN_CLAIMS, [
+      this.config.workerId,
+      new Date(this.lastClaimAt).toISOString(),
+    ]);
+    this.unknownClaimsPossible = false;
+    const buffered = new Set(this.buffer.ids());
+    const unknown = rows.filter((r) => !this.runner.isRunning(r.id) && !buffered.has(r.id));
+    if (!unknown.length) return;
+    this.logger.warn(`giving back ${unknown.length} job(s) claimed by a statement whose answer was lost with its connection`);
+    await Promise.all(unknown.map((r) => this.recorder.release({ id: r.id, queue: r.queue, attempt: r.attempt } as Job)));
+  }
+
+  /** Claims up to `limit` jobs of one queue into the buffer and starts what fits. */
+  private async claimInto(queue: string, limit: number): Promise<void> {
+    const jobs = await this.claim(queue, limit);
+    if (jobs.length < limit) this.emptyQueues.add(queue);
+    if (this.stopping) {
+      // Claimed while shutdown began: give them straight back.
+      await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
+      return;
+    }
+    this.buffer.add(queue, jobs);
+    this.startBuffered();
+  }
+
+  /** Round robin over the queues that may have work and have room (beyond `reserved` jobs being claimed). */
+  private pickQueue(reserved = 0): string | undefined {
+    if (this.room() - reserved <= 0) return undefined;
+    const queues = this.config.queues;
+    // A queue whose head waited past max_wait_secs is claimed from first, until it runs dry.
+    const rushed = this.config.control?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.queueRoom(q) > 0);
+    if (rushed !== undefined) return rushed;
+    for (let i = 0; i < queues.length; i++) {
+      const queue = queues[(this.nextQueue + i) % queues.length];
+      if (this.emptyQueues.has(queue) || this.queueRoom(queue) <= 0) continue;
+      this.nextQueue = (this.nextQueue + i + 1) % queues.length;
+      return queue;
+    }
+    return undefined;
+  }
+
+  private cursorOf(queue: string): ClaimCursor {
+    let cursor = this.cursors.get(queue);
+    if (!cursor) this.cursors.set(queue, (cursor = new ClaimCursor()));
+    return cursor;
+  }
+
+  /** Claims up to `limit` due jobs of the queue for this worker; `now`, when given, is the clock they are due by. */
+  async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
+    if (limit <= 0) return [];
+    const workerId = this.config.workerId;
+    // Before the statement is sent: the deadline errs early, never late.
+    const sentAt = Date.now();
+    // While tenants compete: a few jobs of each tenant with room here.
+    const fair = this.config.control?.tenantClaim();
+    // A claim on the database's clock may start from where the last ones
+    // ended (ClaimCursor); one on a test clock, or a fair one, reads it all.
+    const cursor = fair || now !== null ? undefined : this.cursorOf(queue);
+    const after = cursor?.next() ?? null;
+    let rows;
+    this.claimsInFlight++;
+    try {
+      rows = fair
+        ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant])
+        : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now, after]);
+    } catch (err) {
+      if (isConnectionError(err)) this.unknownClaimsPossible = true;
+      throw err;
+    } finally {
+      this.claimsInFlight--;
+    }
+    const jobs = rows.map((row) => toClaimedJob(row, workerId));
+    if (cursor) {
+      let latestDue: number | null = null;
+      for (const job of jobs) if (latestDue === null || job.scheduledAt.getTime() > latestDue) latestDue = job.scheduledAt.getTime();
+      const at = performance.now();
+      cursor.record({ after, limit, taken: jobs.length, latestDue, tookMs: Date.now() - sentAt, at });
+    }
+    for (const job of jobs) {
+      this.claimedLocally.set(job, sentAt);
+      const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
+      if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
+    }
+    this.config.control?.claimed(jobs);
+    return jobs;
+  }
+
+  private startBuffered(): void {
+    while (this.runner.runningCount < this.config.concurrency && this.buffer.length && !this.stopping) {
+      const job = this.buffer.takeFirst(this.startable);
+      if (!job) break;
+      void this.runner.execute(job, this.claimedLocally.get(job));
+    }
+    // Below half the buffer, claim more before the last buffered job starts.
+    if (!this.stopping && !this.fetching && this.buffer.length <= this.prefetch() / 2) this.wake();
+  }
+}
