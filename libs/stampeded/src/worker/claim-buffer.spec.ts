@@ -1,8 +1,7 @@
 import type { Job } from '../interfaces/job.interface.js';
 import { ClaimBuffer } from './claim-buffer.js';
 
-const job = (id: string, queue: string, priority = 0, scheduledAt = 0) =>
-  ({ id, queue, priority, scheduledAt: new Date(scheduledAt), tenantId: null }) as Job;
+const job = (id: string, queue: string, priority = 0, scheduledAt = 0) => ({ id, queue, priority, scheduledAt: new Date(scheduledAt), tenantId: null }) as Job;
 
 const ids = (buffer: ClaimBuffer) => buffer.ids();
 

@@ -253,9 +253,7 @@ export class JobExecutor {
       this.abortSignal(entry, aborted);
       return { job: entry.job, error: aborted, kind: 'heartbeat_lost' };
     });
-    await Promise.all(
-      failures.map((failure) => this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message))),
-    );
+    await Promise.all(failures.map((failure) => this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message))));
   }
 
   /**
@@ -284,10 +282,7 @@ export class JobExecutor {
     while (this.running.size && Date.now() < deadline) {
       const pending = [...this.running.values()].map((r) => r.done);
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.allSettled(pending),
-        new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now())))),
-      ]);
+      await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))]);
       clearTimeout(timer);
     }
   }

@@ -104,7 +104,13 @@ describe('decideRetry', () => {
         expect(decision).toMatchObject({ retry: true });
         expect((decision as { delayMs: number }).delayMs).toBeGreaterThanOrEqual(500);
       }
-      expect(decideRetry(raised(1), { nextRetry: () => { throw new Error('policy bug'); } })).toMatchObject({ retry: true });
+      expect(
+        decideRetry(raised(1), {
+          nextRetry: () => {
+            throw new Error('policy bug');
+          },
+        }),
+      ).toMatchObject({ retry: true });
       expect(errors).toHaveLength(answers.length + 1);
       expect(errors[1]).toMatch(/task "send" answered 5000 for job job-1; the default backoff decides instead/);
       expect(errors.at(-1)).toMatch(/task "send" threw while deciding job job-1.*policy bug/s);
