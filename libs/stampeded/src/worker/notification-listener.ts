@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type pg from 'pg';
 import type { StampededDatabase } from '../database/stampeded-database.js';
-import { quoteIdent } from '../sql/statement.js';
+import { listenTo } from '../sql/workers.sql.js';
 
 export interface NotificationHandlers {
   /** A job became available now in this queue. */
@@ -53,7 +53,7 @@ export class NotificationListener {
     client.on('end', () => this.scheduleReconnect(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${quoteIdent(this.insertChannel)}; LISTEN ${quoteIdent(this.cancelChannel)}`);
+      await client.query(listenTo([this.insertChannel, this.cancelChannel]));
       if (this.failures > 0) this.logger.log('notification connection restored');
       this.failures = 0;
       this.handlers.onConnected();
