@@ -13,14 +13,15 @@
  *    RetryPolicy, by default DEFAULT_RETRY_POLICY.
  *
  * TypeScript decides, SQL applies. This file decides the delay and whether to
- * give up before the attempts run out; it writes nothing. stampeded_fail is
- * the only place that changes the job's state: it applies the decision inside
- * the (claimed_by, attempt) fence and keeps the final word on the budgets the
- * schema holds. A job whose attempt has reached max_attempts, or whose
- * interruptions pass max_interruptions, is discarded whatever the delay; a
- * give-up is recorded as `unrecoverable`, which it discards at once. When the
- * worker is killed no TypeScript runs: the expirer and the reaper end the job
- * in SQL alone, with the same budgets and no delay.
+ * give up before the attempts run out; it writes nothing. stampeded_fail
+ * (sql/functions/stampeded_fail.sql) is the only place that changes the
+ * job's state: it applies the decision inside the (claimed_by, attempt)
+ * fence and keeps the final word on the budgets the schema holds. A job
+ * whose attempt has reached max_attempts, or whose interruptions pass
+ * max_interruptions, is discarded whatever the delay; a give-up is recorded
+ * as `unrecoverable`, which it discards at once. When the worker is killed
+ * no TypeScript runs: the expirer and the reaper end the job in SQL alone,
+ * with the same budgets and no delay.
  *
  * Not decided here: a queue-control deferral (breaker open, tenant over its
  * share) is the runtime declining to run the job, not a failure of its
