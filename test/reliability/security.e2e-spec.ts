@@ -69,8 +69,7 @@ describe('security: no SQL built from user input', () => {
     'values.length': 'a placeholder number',
     'quoteIdent(options.schema)': 'an identifier, quoted',
     'quoteIdent(schema)': 'an identifier, quoted',
-    'quoteIdent(this.insertChannel)': 'a channel name, quoted',
-    'quoteIdent(this.cancelChannel)': 'a channel name, quoted',
+    'quoteIdent(channel)': "a channel name, quoted (sql/workers.sql.ts listenTo: the schema's insert and cancel channels)",
     schema: '@stampeded/testing drain: db.quotedSchema(), quoted',
     name: '@stampeded/testing test databases: a random hex name made there',
   };
