@@ -332,11 +332,13 @@ function scanBudget(value: number | string | undefined): number | undefined {
   return n;
 }
 
+/** A page's cursor: the last job it showed, as opaque text for a URL. */
 export function encodeCursor(queue: string, id: string): string {
   return Buffer.from(JSON.stringify([queue, id])).toString('base64url');
 }
 
-function decodeCursor(cursor: string): { queue: string; id: string } {
+/** The job a cursor names, or the one error for every cursor this dashboard did not write. */
+export function decodeCursor(cursor: string): { queue: string; id: string } {
   try {
     const [queue, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
     if (typeof queue === 'string' && typeof id === 'string' && UUID.test(id)) return { queue, id };
