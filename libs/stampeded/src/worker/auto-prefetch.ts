@@ -5,9 +5,9 @@
  */
 const WINDOW_MS = 200;
 /**
- * The most jobs claimed ahead: one claim statement's worth. At 1,000 a worker
- * at concurrency 50 peaked at 168-171 MB (jobs held long enough to outlive the
- * young generation), at 500 at 146-149 MB, no slower (bench/RESULTS.md).
+ * The most jobs claimed ahead: one claim statement's worth. Jobs held longer
+ * than a young-generation cycle are promoted and left to full collections, so
+ * a larger buffer costs memory and gains no speed (bench/RESULTS.md).
  */
 const MAX = 500;
 /**
@@ -25,8 +25,9 @@ const HALF_LIFE_MS = 100;
  * ahead. A claim when a slot frees costs little beside jobs that long, and a
  * job held in the buffer starts before any better job enqueued while it
  * waits: with one long job running at concurrency 1, a priority 5 job claimed
- * ahead ran before a priority 0 job enqueued after it. Without a buffer, the
- * next job is whichever the claim index ranks first when the slot frees.
+ * ahead would run before a priority 0 job enqueued after it. Without a
+ * buffer, the next job is whichever the claim index ranks first when the
+ * slot frees.
  */
 export class AutoPrefetch {
   private freed = 0;
@@ -48,9 +49,9 @@ export class AutoPrefetch {
     } else if (now - this.since >= HALF_LIFE_MS) {
       const elapsed = now - this.since;
       const measured = (this.freed - this.freedAtSince) / elapsed;
-      // Weighed by the time it covers: a quiet minute measured at once counted
-      // as one more 100 ms, and left a worker whose queue had gone quiet
-      // claiming ahead at half its busy rate.
+      // Weighed by the time it covers: counted as one more 100 ms, a quiet
+      // minute measured at once would leave a worker whose queue has gone
+      // quiet claiming ahead at half its busy rate.
       const kept = 0.5 ** (elapsed / HALF_LIFE_MS);
       this.perMs = kept * this.perMs + (1 - kept) * measured;
       this.since = now;

@@ -1,9 +1,9 @@
 /**
  * A full claim that found the queue empty, or nearly, and took longer than
  * this (plus PER_JOB_MS for each job it took) walked a head of the claim
- * index full of dead entries: the sign of a snapshot held open somewhere
- * (migration 10). A claim of a few jobs from a clean index takes about a
- * millisecond.
+ * index full of dead entries: the sign of a snapshot held open somewhere. A
+ * claim of a few jobs from a clean index takes a small fraction of this
+ * (NOTES.md, "The claim cursor").
  */
 const SLOW_MS = 12;
 const PER_JOB_MS = 0.05;

@@ -11,7 +11,8 @@ import type { JobContext } from '../interfaces/task.interface.js';
 /**
  * What a job's context asks of the run it belongs to. One object for every
  * run of a worker, told which run: a context with closures of its own per job
- * was a sixth of what a no-op job allocated (bench/RESULTS.md).
+ * is a large share of what a no-op job allocates (NOTES.md, "What the worker
+ * allocates per job").
  */
 export interface JobRunHooks<Run> {
   /** The run's AbortSignal, made when the handler first reads ctx.signal: most never do. */

@@ -66,7 +66,7 @@ export class JobProducer {
   /** The latest claim time (database clock, ms) of any job a claim handed us. */
   private lastClaimAt = 0;
   private readonly emptyQueues = new Set<string>();
-  /** Where each queue's next claim starts (migration 10). */
+  /** Where each queue's next claim starts (NOTES.md, "The claim cursor"). */
   private readonly cursors = new Map<string, ClaimCursor>();
   private readonly autoPrefetch: AutoPrefetch;
   /** Which buffered job may start now; undefined: the first. */
@@ -180,9 +180,9 @@ export class JobProducer {
         this.wakeRequested = false;
         while (!this.stopping) {
           // Up to MAX_PARALLEL_CLAIMS claims at once when the buffer wants more
-          // than one claim can take: a batch of no-op jobs runs in a
-          // millisecond and its claim takes tens, so one claim at a time
-          // would leave the worker idle most of the time (bench/RESULTS.md).
+          // than one claim can take: a batch of no-op jobs runs in a fraction
+          // of the time its claim takes, so one claim at a time would leave
+          // the worker idle most of the time (bench/RESULTS.md).
           const claims: Promise<void>[] = [];
           let reserved = 0;
           while (claims.length < MAX_PARALLEL_CLAIMS) {

@@ -53,8 +53,8 @@ export class OutcomeRecorder {
     return new Promise<boolean>((resolve, reject) => {
       this.pending.push({ job, resolve, reject });
       // One turn of the event loop first, so that jobs finishing together go
-      // in one statement: flushing at once sent the first job of every burst
-      // alone, a whole commit for one row.
+      // in one statement: flushed at once, the first job of every burst would
+      // go alone, a whole commit for one row.
       if (!this.flushing) this.flushing = new Promise<void>((r) => setImmediate(r)).then(() => this.flush());
     });
   }
@@ -128,10 +128,9 @@ export class OutcomeRecorder {
         return await write();
       } catch (err) {
         // A deadlock or a serialization failure is as passing as a dropped
-        // connection: StampededDatabase.query retries it three times, and a
-        // busy fleet met it a fourth, after which the completion was given up
-        // and the finished job sat 'executing' until its expiry. Found by the
-        // fault suite's injected 40P01/40001 (test/reliability/chaos.e2e-spec.ts).
+        // connection: StampededDatabase.query retries it three times, a busy
+        // fleet can meet it a fourth, and a completion given up leaves the
+        // finished job 'executing' until its expiry.
         if (!(isConnectionError(err) || isTransientConflict(err)) || Date.now() - started > OUTCOME_RETRY_LIMIT_MS) throw err;
         if (attempt === 1) this.logger.warn(`recording an outcome failed (${(err as Error).message}); retrying until the database answers`);
         await new Promise((r) => setTimeout(r, Math.min(5000, 100 * 2 ** attempt)));
@@ -158,9 +157,9 @@ export function isTransientConflict(err: unknown): boolean {
 /**
  * The completion's three arrays as PostgreSQL array literals, written here:
  * ids are UUIDs and attempts integers, which need no quoting, and a queue is
- * quoted once per batch however many of its jobs the batch holds. Handing
- * node-postgres the JS arrays escaped every element of every batch through
- * a regular expression: a tenth of what a no-op job allocated.
+ * quoted once per batch however many of its jobs the batch holds. Handed the
+ * JS arrays, node-postgres escapes every element of every batch through a
+ * regular expression (NOTES.md, "What the worker allocates per job").
  */
 export function completionArrays(batch: readonly { job: Job }[]): [queues: string, ids: string, attempts: string] {
   const quoted = new Map<string, string>();
