@@ -9,7 +9,10 @@ export function drawChart(report) {
     if (row.scenario === 'latency') {
       for (const p of ['p50', 'p99']) panels.push({ title: `latency ${p}, ms (lower is better)`, key: p, row, unit: 'ms' });
     } else if (row.scenario === 'snapshot') {
-      for (const [key, when] of [['firstP99', 'first'], ['lastP99', 'last']]) {
+      for (const [key, when] of [
+        ['firstP99', 'first'],
+        ['lastP99', 'last'],
+      ]) {
         panels.push({ title: `snapshot held open: latency p99 of the ${when} 10 s, ms (lower is better)`, key, row, unit: 'ms' });
       }
     } else {
@@ -26,8 +29,12 @@ export function drawChart(report) {
   const out = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`);
   out.push(`<rect width="100%" height="100%" fill="white"/>`);
-  out.push(`<text x="10" y="22" font-size="15" font-weight="bold">Stampeded vs peers on PostgreSQL ${esc(report.machine.postgres)} (${report.machine.cpus} cores, synchronous_commit ${esc(report.machine.synchronousCommit)})</text>`);
-  out.push(`<text x="10" y="40" fill="#555">median of ${report.runs} run(s), whiskers min-max; ${esc(systems.map((s) => `${s} ${report.versions[s]}`).join(', '))}</text>`);
+  out.push(
+    `<text x="10" y="22" font-size="15" font-weight="bold">Stampeded vs peers on PostgreSQL ${esc(report.machine.postgres)} (${report.machine.cpus} cores, synchronous_commit ${esc(report.machine.synchronousCommit)})</text>`,
+  );
+  out.push(
+    `<text x="10" y="40" fill="#555">median of ${report.runs} run(s), whiskers min-max; ${esc(systems.map((s) => `${s} ${report.versions[s]}`).join(', '))}</text>`,
+  );
   panels.forEach((panel, i) => {
     const y0 = 50 + i * panelH;
     out.push(`<text x="10" y="${y0 + 18}" font-weight="bold">${esc(panel.title)}</text>`);

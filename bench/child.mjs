@@ -62,7 +62,10 @@ function handle(args) {
 function sampleRss() {
   const m = process.memoryUsage();
   rss.push(m.rss);
-  if (process.env.STAMPEDED_BENCH_MEMORY) process.stderr.write(`rss ${m.rss >> 20} heapTotal ${m.heapTotal >> 20} heapUsed ${m.heapUsed >> 20} external ${m.external >> 20} arrayBuffers ${m.arrayBuffers >> 20}\n`);
+  if (process.env.STAMPEDED_BENCH_MEMORY)
+    process.stderr.write(
+      `rss ${m.rss >> 20} heapTotal ${m.heapTotal >> 20} heapUsed ${m.heapUsed >> 20} external ${m.external >> 20} arrayBuffers ${m.arrayBuffers >> 20}\n`,
+    );
 }
 
 /**
@@ -138,7 +141,11 @@ async function enqueue() {
     for (const queue of queues) {
       for (let i = 0; i < per; i += 5000) {
         const n = Math.min(5000, per - i);
-        await producer.enqueueMany(Array.from({ length: n }, (_, k) => ({ i: i + k })), queue, { remove: options.remove });
+        await producer.enqueueMany(
+          Array.from({ length: n }, (_, k) => ({ i: i + k })),
+          queue,
+          { remove: options.remove },
+        );
       }
     }
   } else if (options.mode === 'latency') {

@@ -75,8 +75,11 @@ try {
   const [{ id: someId, queue: someQueue }] = (await client.query(`SELECT id::text, queue FROM stampeded_jobs WHERE queue = 'payments' LIMIT 1`)).rows;
   const after = { queue: 'emails', id: someId };
   // Halfway down the list's order: where a bounded scan resumes after 25 clicks.
-  const [halfway] = (await client.query(`SELECT queue, id::text FROM stampeded_jobs ORDER BY queue DESC, id DESC OFFSET $1 LIMIT 1`, [Math.floor(total / 2)])).rows;
-  const { rows: [fp] } = await client.query(`SELECT encode(stampeded_fingerprint('connection reset by 10.0.0.1'), 'hex') AS hex`);
+  const [halfway] = (await client.query(`SELECT queue, id::text FROM stampeded_jobs ORDER BY queue DESC, id DESC OFFSET $1 LIMIT 1`, [Math.floor(total / 2)]))
+    .rows;
+  const {
+    rows: [fp],
+  } = await client.query(`SELECT encode(stampeded_fingerprint('connection reset by 10.0.0.1'), 'hex') AS hex`);
   const bound = (await client.query(`SELECT uuidv7()::text AS id`)).rows[0].id;
 
   const cases = [

@@ -230,7 +230,10 @@ async function openMeter(url) {
     async walBetween(from, to) {
       try {
         await client.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-        const r = await one(`SELECT coalesce(sum(count), 0)::text AS records, coalesce(sum(combined_size), 0)::text AS bytes FROM pg_get_wal_stats($1, $2)`, [from, to]);
+        const r = await one(`SELECT coalesce(sum(count), 0)::text AS records, coalesce(sum(combined_size), 0)::text AS bytes FROM pg_get_wal_stats($1, $2)`, [
+          from,
+          to,
+        ]);
         const f = await one(`SELECT count(*)::text AS fpi FROM pg_get_wal_block_info($1, $2, false) WHERE block_fpi_length > 0`, [from, to]);
         return { records: Number(r.records), fpi: Number(f.fpi), bytes: Number(r.bytes) };
       } catch (err) {
@@ -283,7 +286,9 @@ async function walOver(meter, before, endLsn, jobs) {
   // Reading the WAL takes about a second for 70 MB; longer spans (a long snapshot run) are not read.
   const run = lsnBytes > WALINSPECT_MAX_BYTES ? { error: `not read: ${Math.round(lsnBytes / 2 ** 20)} MB` } : await meter.walBetween(before.lsn, endLsn);
   const tail = run.error ? run : await meter.walBetween(endLsn, after.lsn);
-  const walinspect = tail.error ? { error: tail.error } : { records: run.records + tail.records, fpi: run.fpi + tail.fpi, bytes: run.bytes + tail.bytes, ms: now() - inspected };
+  const walinspect = tail.error
+    ? { error: tail.error }
+    : { records: run.records + tail.records, fpi: run.fpi + tail.fpi, bytes: run.bytes + tail.bytes, ms: now() - inspected };
   const ratio = (a, b) => (b ? a / b : null);
   return {
     bytesPerJob: bytes / jobs,
@@ -339,7 +344,9 @@ function postgresCpuMs() {
 async function findPostmaster(url) {
   try {
     const client = await sqlClient(url);
-    const { rows: [{ dir }] } = await client.query(`SELECT current_setting('data_directory') AS dir`);
+    const {
+      rows: [{ dir }],
+    } = await client.query(`SELECT current_setting('data_directory') AS dir`);
     await client.end();
     postmasterPid = Number(readFileSync(`${dir}/postmaster.pid`, 'utf8').split('\n')[0]);
   } catch {
@@ -478,10 +485,9 @@ async function snapshotRun(system, { seconds, rate }) {
     holder = await sqlClient(db.url);
     await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     await holder.query('SELECT count(*) FROM pg_class');
-    const { rows: [{ xmin }] } = await meter.client.query(
-      'SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1',
-      [holder.processID],
-    );
+    const {
+      rows: [{ xmin }],
+    } = await meter.client.query('SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1', [holder.processID]);
     if (xmin === null) throw new Error('the snapshot holder has no xmin: no snapshot held');
     const before = await meter.walStats();
     const dbCpuStart = postgresCpuMs();
@@ -566,8 +572,10 @@ if (SCENARIOS.includes('enqueue')) {
 if (SCENARIOS.includes('process')) {
   for (const processes of [1, 4]) {
     for (const concurrency of [10, 50]) {
-      add('process', `process ${JOBS}, c${concurrency}, ${processes}p`, 'jobs/s', 'higher', (s) =>
-        processRun(s, { jobs: JOBS, concurrency, processes }), { concurrency, processes });
+      add('process', `process ${JOBS}, c${concurrency}, ${processes}p`, 'jobs/s', 'higher', (s) => processRun(s, { jobs: JOBS, concurrency, processes }), {
+        concurrency,
+        processes,
+      });
     }
   }
 }
@@ -575,9 +583,14 @@ if (SCENARIOS.includes('removed')) {
   // Completed jobs deleted instead of kept: Stampeded's removeOnComplete
   // beside graphile-worker, which always deletes a completed job.
   for (const concurrency of [10, 50]) {
-    add('removed', `process ${JOBS}, c${concurrency}, 1p, completed jobs removed`, 'jobs/s', 'higher', (s) =>
-      systems[s].removesCompleted ? processRun(s, { jobs: JOBS, concurrency, processes: 1, remove: true }) : null,
-      { concurrency, processes: 1 });
+    add(
+      'removed',
+      `process ${JOBS}, c${concurrency}, 1p, completed jobs removed`,
+      'jobs/s',
+      'higher',
+      (s) => (systems[s].removesCompleted ? processRun(s, { jobs: JOBS, concurrency, processes: 1, remove: true }) : null),
+      { concurrency, processes: 1 },
+    );
   }
 }
 if (SCENARIOS.includes('latency')) {
@@ -591,27 +604,48 @@ if (SCENARIOS.includes('snapshot')) {
   // their latencies would only measure a backlog growing from the first
   // second. A --snapshot-rate under 1,000 runs them too.
   const tooSlow = { 'pg-boss': true, bullmq: true };
-  add('snapshot', `latency with a snapshot held open, ${SNAPSHOT_RATE} jobs/s for ${SNAPSHOT_SECONDS} s, c10, 1p`, 'ms', 'lower', (s) =>
-    tooSlow[s] && SNAPSHOT_RATE >= 1000 ? null : snapshotRun(s, { seconds: SNAPSHOT_SECONDS, rate: SNAPSHOT_RATE }), { concurrency: 10, processes: 1 });
+  add(
+    'snapshot',
+    `latency with a snapshot held open, ${SNAPSHOT_RATE} jobs/s for ${SNAPSHOT_SECONDS} s, c10, 1p`,
+    'ms',
+    'lower',
+    (s) => (tooSlow[s] && SNAPSHOT_RATE >= 1000 ? null : snapshotRun(s, { seconds: SNAPSHOT_SECONDS, rate: SNAPSHOT_RATE })),
+    { concurrency: 10, processes: 1 },
+  );
 }
 if (SCENARIOS.includes('queues')) {
   const queues = Array.from({ length: 10 }, (_, i) => `bench${i}`);
-  add('queues', `process ${JOBS}, 10 queues, c50, 1p`, 'jobs/s', 'higher', (s) =>
-    processRun(s, { jobs: JOBS, concurrency: 50, processes: 1, queues }), { concurrency: 50, processes: 1 });
+  add('queues', `process ${JOBS}, 10 queues, c50, 1p`, 'jobs/s', 'higher', (s) => processRun(s, { jobs: JOBS, concurrency: 50, processes: 1, queues }), {
+    concurrency: 50,
+    processes: 1,
+  });
 }
 if (SCENARIOS.includes('bloat')) {
-  add('bloat', `process ${JOBS}, c10, 1p, ${BLOAT_ROWS} finished rows`, 'jobs/s', 'higher', (s) =>
-    systems[s].insertFinished ? processRun(s, { jobs: JOBS, concurrency: 10, processes: 1, bloat: BLOAT_ROWS }) : null,
-    { concurrency: 10, processes: 1 });
+  add(
+    'bloat',
+    `process ${JOBS}, c10, 1p, ${BLOAT_ROWS} finished rows`,
+    'jobs/s',
+    'higher',
+    (s) => (systems[s].insertFinished ? processRun(s, { jobs: JOBS, concurrency: 10, processes: 1, bloat: BLOAT_ROWS }) : null),
+    { concurrency: 10, processes: 1 },
+  );
 }
 
 if (SCENARIOS.includes('unlogged')) {
   // Stampeded only: the schema's per-queue durability switch, with the
   // counters unlogged too (the schema's notes: unlogging the jobs alone buys nothing).
-  for (const [label, unlogged] of [['logged queue', false], ['UNLOGGED queue + counters', true]]) {
-    add('unlogged', `process ${JOBS}, c10, 1p, ${label}`, 'jobs/s', 'higher', (s) =>
-      systems[s].supportsUnlogged ? processRun(s, { jobs: JOBS, concurrency: 10, processes: 1, unlogged }) : null,
-      { concurrency: 10, processes: 1 });
+  for (const [label, unlogged] of [
+    ['logged queue', false],
+    ['UNLOGGED queue + counters', true],
+  ]) {
+    add(
+      'unlogged',
+      `process ${JOBS}, c10, 1p, ${label}`,
+      'jobs/s',
+      'higher',
+      (s) => (systems[s].supportsUnlogged ? processRun(s, { jobs: JOBS, concurrency: 10, processes: 1, unlogged }) : null),
+      { concurrency: 10, processes: 1 },
+    );
   }
 }
 
@@ -742,7 +776,9 @@ function summarise(row) {
   const peers = Object.entries(row.systems).filter(([k, e]) => k !== 'stampeded' && e.value);
   const mine = row.systems.stampeded?.value?.median;
   if (mine !== undefined && peers.length) {
-    const best = peers.reduce((a, b) => (row.better === 'higher' ? (b[1].value.median > a[1].value.median ? b : a) : (b[1].value.median < a[1].value.median ? b : a)));
+    const best = peers.reduce((a, b) =>
+      row.better === 'higher' ? (b[1].value.median > a[1].value.median ? b : a) : b[1].value.median < a[1].value.median ? b : a,
+    );
     row.fastestPeer = best[0];
     row.ratio = row.better === 'higher' ? mine / best[1].value.median : best[1].value.median / mine;
   }
@@ -750,7 +786,8 @@ function summarise(row) {
 
 // ---------------------------------------------------------------- output
 
-const fmt = (x, unit) => (x === undefined ? '-' : unit === 'ms' || unit === '0.0' ? x.toFixed(1) : unit === '0.00' ? x.toFixed(2) : Math.round(x).toLocaleString('en-US'));
+const fmt = (x, unit) =>
+  x === undefined ? '-' : unit === 'ms' || unit === '0.0' ? x.toFixed(1) : unit === '0.00' ? x.toFixed(2) : Math.round(x).toLocaleString('en-US');
 function renderTable(results, SYSTEMS) {
   const lines = [];
   const header = ['scenario', ...SYSTEMS, 'stampeded / best peer'];
@@ -772,14 +809,18 @@ function renderTable(results, SYSTEMS) {
   /** The best peer's median divided by Stampeded's, for a lower-is-better key. */
   const lowerRatio = (row, key) => {
     const mine = row.systems.stampeded?.[key]?.median;
-    const peers = Object.entries(row.systems).filter(([k, e]) => k !== 'stampeded' && e[key]).map(([, e]) => e[key].median);
+    const peers = Object.entries(row.systems)
+      .filter(([k, e]) => k !== 'stampeded' && e[key])
+      .map(([, e]) => e[key].median);
     return mine !== undefined && peers.length ? `${(Math.min(...peers) / mine).toFixed(2)}x` : '-';
   };
   const costRows = (row) => {
     if (!Object.values(row.systems).some((e) => e.dbUsPerJob || e.walBytesPerJob)) return;
     lines.push(`| database CPU per job (us) | ${SYSTEMS.map((s) => cell(row.systems[s], 'dbUsPerJob', 'us')).join(' | ')} | |`);
     lines.push(`| WAL per job (bytes) | ${SYSTEMS.map((s) => cell(row.systems[s], 'walBytesPerJob', 'bytes')).join(' | ')} | |`);
-    lines.push(`| WAL records / full-page images per job | ${SYSTEMS.map((s) => pair(row.systems[s], 'walRecordsPerJob', 'walFpiPerJob', '0.00')).join(' | ')} | |`);
+    lines.push(
+      `| WAL records / full-page images per job | ${SYSTEMS.map((s) => pair(row.systems[s], 'walRecordsPerJob', 'walFpiPerJob', '0.00')).join(' | ')} | |`,
+    );
   };
   for (const row of results) {
     if (row.scenario === 'latency') {
@@ -792,7 +833,9 @@ function renderTable(results, SYSTEMS) {
       lines.push(`| ${row.label}: throughput (jobs/s) | ${SYSTEMS.map((s) => cell(row.systems[s], 'throughput', 'jobs/s')).join(' | ')} | |`);
       for (const p of ['p50', 'p99']) {
         const P = p.toUpperCase();
-        lines.push(`| snapshot held: ${p} first 10 s / last 10 s (ms) | ${SYSTEMS.map((s) => pair(row.systems[s], `first${P}`, `last${P}`, 'ms')).join(' | ')} | ${lowerRatio(row, `last${P}`)} (last 10 s) |`);
+        lines.push(
+          `| snapshot held: ${p} first 10 s / last 10 s (ms) | ${SYSTEMS.map((s) => pair(row.systems[s], `first${P}`, `last${P}`, 'ms')).join(' | ')} | ${lowerRatio(row, `last${P}`)} (last 10 s) |`,
+        );
       }
       for (const p of ['p50', 'p99']) {
         lines.push(`| snapshot held: ${p} overall (ms) | ${SYSTEMS.map((s) => cell(row.systems[s], p, 'ms')).join(' | ')} | ${lowerRatio(row, p)} |`);
@@ -800,7 +843,9 @@ function renderTable(results, SYSTEMS) {
       costRows(row);
       continue;
     }
-    lines.push(`| ${row.label} (${row.unit}) | ${SYSTEMS.map((s) => cell(row.systems[s], 'value', row.unit)).join(' | ')} | ${row.ratio ? `${row.ratio.toFixed(2)}x vs ${row.fastestPeer}` : '-'} |`);
+    lines.push(
+      `| ${row.label} (${row.unit}) | ${SYSTEMS.map((s) => cell(row.systems[s], 'value', row.unit)).join(' | ')} | ${row.ratio ? `${row.ratio.toFixed(2)}x vs ${row.fastestPeer}` : '-'} |`,
+    );
     if (row.label.includes('c50, 1p') && row.scenario === 'process') {
       lines.push(`| worker peak RSS at c50 (MB) | ${SYSTEMS.map((s) => cell(row.systems[s], 'rssPeakMb', 'MB')).join(' | ')} | |`);
     }
@@ -810,7 +855,9 @@ function renderTable(results, SYSTEMS) {
 }
 
 const table = renderTable(results, SYSTEMS);
-process.stdout.write(`\nmedian (min-max) of ${RUNS} run(s); ratio > 1 means Stampeded is ahead; * = stopped after ${MAX_SECONDS} s, rate of what finished\n\n${table}\n\n`);
+process.stdout.write(
+  `\nmedian (min-max) of ${RUNS} run(s); ratio > 1 means Stampeded is ahead; * = stopped after ${MAX_SECONDS} s, rate of what finished\n\n${table}\n\n`,
+);
 
 const report = {
   at: new Date().toISOString(),

@@ -46,14 +46,20 @@ try {
   // Experiments: --setup "ALTER TABLE stampeded_jobs_bench SET (fillfactor = 50)" runs SQL before the load.
   if (option('setup')) await q(option('setup'));
   if (FINISHED) {
-    await q(`INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, args)
+    await q(
+      `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, args)
              SELECT 'bench', 'noop', 'completed', 1, now() - interval '10 minutes', jsonb_build_object('i', g)
-               FROM generate_series(1, $1) g`, [FINISHED]);
+               FROM generate_series(1, $1) g`,
+      [FINISHED],
+    );
   }
   for (let i = 0; i < JOBS; i += 5000) {
     const n = Math.min(5000, JOBS - i);
-    await q(`INSERT INTO stampeded_jobs (queue, task, args, remove_on_complete)
-             SELECT 'bench', 'noop', jsonb_build_object('i', g), $2 FROM generate_series(1, $1) g`, [n, REMOVE]);
+    await q(
+      `INSERT INTO stampeded_jobs (queue, task, args, remove_on_complete)
+             SELECT 'bench', 'noop', jsonb_build_object('i', g), $2 FROM generate_series(1, $1) g`,
+      [n, REMOVE],
+    );
   }
   await q('VACUUM ANALYZE');
   await q('CHECKPOINT');
@@ -114,11 +120,17 @@ try {
   }
   const seconds = (performance.now() - started) / 1000;
   const backendCpuMs = cpuMs() - cpu0;
-  const rowBytes = (await q(`SELECT avg(pg_column_size(j.*))::int AS b, pg_relation_size('stampeded_jobs_bench') / 8192 AS pages FROM stampeded_jobs_bench j`)).rows[0];
+  const rowBytes = (await q(`SELECT avg(pg_column_size(j.*))::int AS b, pg_relation_size('stampeded_jobs_bench') / 8192 AS pages FROM stampeded_jobs_bench j`))
+    .rows[0];
   const lsn1 = (await q('SELECT pg_current_wal_lsn() AS l')).rows[0].l;
   await q('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-  const walKinds = (await q(`SELECT "resource_manager/record_type" AS kind, count, record_size, fpi_size
-                               FROM pg_get_wal_stats($1, $2, true) WHERE count > 0 ORDER BY record_size + fpi_size DESC LIMIT 12`, [lsn0, lsn1])).rows;
+  const walKinds = (
+    await q(
+      `SELECT "resource_manager/record_type" AS kind, count, record_size, fpi_size
+                               FROM pg_get_wal_stats($1, $2, true) WHERE count > 0 ORDER BY record_size + fpi_size DESC LIMIT 12`,
+      [lsn0, lsn1],
+    )
+  ).rows;
   const wal = Number((await q('SELECT pg_wal_lsn_diff($1, $2) AS d', [lsn1, lsn0])).rows[0].d);
   if (done !== JOBS) throw new Error(`processed ${done} of ${JOBS}`);
 
@@ -127,24 +139,37 @@ try {
   const exact = JSON.stringify(counts) === JSON.stringify(actual);
 
   const per = (x) => (x / JOBS).toFixed(2);
-  console.log(`${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`);
-  console.log(`  claim ${((claimMs * 1000) / JOBS).toFixed(1)} us a job, completion ${((completeMs * 1000) / JOBS).toFixed(1)} us a job (wall, round trips included)`);
+  console.log(
+    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
+  );
+  console.log(
+    `  claim ${((claimMs * 1000) / JOBS).toFixed(1)} us a job, completion ${((completeMs * 1000) / JOBS).toFixed(1)} us a job (wall, round trips included)`,
+  );
   console.log(`  backend CPU ${((backendCpuMs * 1000) / JOBS).toFixed(1)} us a job (claim and completion together)`);
   console.log(`  rows ${rowBytes.b} bytes, partition ${rowBytes.pages} pages`);
-  console.log(`  WAL ${(wal / JOBS).toFixed(0)} bytes a job; counters exact: ${exact}${exact ? '' : ` (${JSON.stringify(counts)} vs ${JSON.stringify(actual)})`}`);
-  const stats = (await q(`
+  console.log(
+    `  WAL ${(wal / JOBS).toFixed(0)} bytes a job; counters exact: ${exact}${exact ? '' : ` (${JSON.stringify(counts)} vs ${JSON.stringify(actual)})`}`,
+  );
+  const stats = (
+    await q(`
     SELECT regexp_replace(left(query, 90), '\\s+', ' ', 'g') AS query, calls, total_exec_time AS ms, wal_bytes, wal_records, wal_fpi,
            shared_blks_hit + shared_blks_read AS blks, shared_blks_dirtied AS dirtied, toplevel
       FROM pg_stat_statements
      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
        AND calls >= 10
-     ORDER BY total_exec_time DESC LIMIT 12`)).rows;
+     ORDER BY total_exec_time DESC LIMIT 12`)
+  ).rows;
   console.log('  per job:        us    WAL B  records   FPI   buffers dirtied  statement');
   for (const s of stats) {
-    console.log(`  ${s.toplevel ? 'top   ' : 'nested'} ${((s.ms * 1000) / JOBS).toFixed(1).padStart(9)} ${per(Number(s.wal_bytes)).padStart(8)} ${per(Number(s.wal_records)).padStart(8)} ${per(Number(s.wal_fpi)).padStart(5)} ${per(Number(s.blks)).padStart(9)} ${per(Number(s.dirtied)).padStart(7)}  ${s.query}`);
+    console.log(
+      `  ${s.toplevel ? 'top   ' : 'nested'} ${((s.ms * 1000) / JOBS).toFixed(1).padStart(9)} ${per(Number(s.wal_bytes)).padStart(8)} ${per(Number(s.wal_records)).padStart(8)} ${per(Number(s.wal_fpi)).padStart(5)} ${per(Number(s.blks)).padStart(9)} ${per(Number(s.dirtied)).padStart(7)}  ${s.query}`,
+    );
   }
   console.log('  WAL by record type, per job:  count   bytes   FPI bytes');
-  for (const k of walKinds) console.log(`    ${k.kind.padEnd(26)} ${per(Number(k.count)).padStart(6)} ${per(Number(k.record_size)).padStart(7)} ${per(Number(k.fpi_size)).padStart(9)}`);
+  for (const k of walKinds)
+    console.log(
+      `    ${k.kind.padEnd(26)} ${per(Number(k.count)).padStart(6)} ${per(Number(k.record_size)).padStart(7)} ${per(Number(k.fpi_size)).padStart(9)}`,
+    );
   if (args.includes('--plans') && plans) for (const p of plans) console.log(`\n${p}`);
 } finally {
   await client.end();

@@ -22,7 +22,11 @@ try {
   step('building');
   run('npm', ['run', 'build', '--silent'], root);
   step('packing');
-  run('npm', ['pack', '--silent', '--workspace', 'libs/stampeded', '--workspace', 'libs/testing', '--workspace', 'libs/dashboard', '--pack-destination', work], root);
+  run(
+    'npm',
+    ['pack', '--silent', '--workspace', 'libs/stampeded', '--workspace', 'libs/testing', '--workspace', 'libs/dashboard', '--pack-destination', work],
+    root,
+  );
   const tarballs = readdirSync(work).filter((f) => f.endsWith('.tgz'));
   for (const tarball of tarballs) {
     const files = execFileSync('tar', ['-tzf', join(work, tarball)], { encoding: 'utf8' }).split('\n');
@@ -83,8 +87,15 @@ export async function use(queue: QueueService) {
     join(app, 'tsconfig.json'),
     JSON.stringify({
       compilerOptions: {
-        target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true,
-        experimentalDecorators: true, emitDecoratorMetadata: true, noEmit: true, skipLibCheck: true, types: ['node'],
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        experimentalDecorators: true,
+        emitDecoratorMetadata: true,
+        noEmit: true,
+        skipLibCheck: true,
+        types: ['node'],
       },
       include: ['src'],
     }),

@@ -40,4 +40,4 @@ for (const p of problems) console.log(`problem: ${p}`);
 
 const failedCount = failed + (problems.length && failed === 0 ? 1 : 0);
 console.log(`tests: ${passed} passed, ${failedCount} failed`);
-process.exit(failedCount > 0 || run.status !== 0 && failed > 0 ? 1 : 0);
+process.exit(failedCount > 0 || (run.status !== 0 && failed > 0) ? 1 : 0);

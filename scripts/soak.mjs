@@ -150,8 +150,20 @@ console.log('wrote .test-results/soak.svg and .test-results/soak.json');
 /** Three small line charts, one per measure, drawn by hand: no dependency for a picture. */
 function chart(points) {
   const panels = [
-    { title: 'memory (MB): rss, heap', series: [['rssMb', '#1f77b4'], ['heapMb', '#aec7e8']] },
-    { title: 'claim latency (ms): p50, p99', series: [['claimP50Ms', '#2ca02c'], ['claimP99Ms', '#98df8a']] },
+    {
+      title: 'memory (MB): rss, heap',
+      series: [
+        ['rssMb', '#1f77b4'],
+        ['heapMb', '#aec7e8'],
+      ],
+    },
+    {
+      title: 'claim latency (ms): p50, p99',
+      series: [
+        ['claimP50Ms', '#2ca02c'],
+        ['claimP99Ms', '#98df8a'],
+      ],
+    },
     { title: 'jobs table (MB)', series: [['tableMb', '#d62728']] },
   ];
   const width = 720;
@@ -164,7 +176,10 @@ function chart(points) {
     const x = (t) => pad + ((width - 2 * pad) * t) / maxT;
     const y = (v) => top + height - pad / 2 - ((height - pad) * v) / maxY;
     const lines = panel.series
-      .map(([key, color]) => `<polyline fill="none" stroke="${color}" stroke-width="2" points="${points.map((p) => `${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ')}"/>`)
+      .map(
+        ([key, color]) =>
+          `<polyline fill="none" stroke="${color}" stroke-width="2" points="${points.map((p) => `${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ')}"/>`,
+      )
       .join('');
     return (
       `<text x="${pad}" y="${top + 14}" font-size="13" font-family="sans-serif">${panel.title}</text>` +

@@ -33,9 +33,7 @@ const jobOpts = { removeOnComplete: { count: 1000 }, removeOnFail: { count: 5000
 
 export async function startWorker(url, { concurrency, queues, handle }) {
   const s = settings({ concurrency, queues: queues.length });
-  const workers = queues.map(
-    (q) => new Worker(q, async (job) => handle?.(job.data), { connection: conn(url), concurrency: s.concurrencyPerWorker }),
-  );
+  const workers = queues.map((q) => new Worker(q, async (job) => handle?.(job.data), { connection: conn(url), concurrency: s.concurrencyPerWorker }));
   for (const w of workers) w.on('error', (e) => console.error('bullmq:', e.message));
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   return { stop: () => Promise.all(workers.map((w) => w.close())) };

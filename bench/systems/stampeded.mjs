@@ -13,7 +13,13 @@ export const version = require('../../libs/stampeded/package.json').version;
 
 /** Stampeded's own defaults: nothing is tuned for the benchmark. */
 export function settings({ concurrency }) {
-  const s = { concurrency, prefetch: "default (auto: ~200 ms of work at the rate slots free up, none below one per slot per 200 ms, up to 500)", claimBatchSize: "default (500)", completionBatchSize: "default (500)", poolSize: "default (10)" };
+  const s = {
+    concurrency,
+    prefetch: 'default (auto: ~200 ms of work at the rate slots free up, none below one per slot per 200 ms, up to 500)',
+    claimBatchSize: 'default (500)',
+    completionBatchSize: 'default (500)',
+    poolSize: 'default (10)',
+  };
   // An experiment's overrides are printed with the settings: numbers measured with them are not the defaults'.
   if (Object.keys(override).length) s.workerOverride = override;
   if (Object.keys(moduleOverride).length) s.moduleOverride = moduleOverride;

@@ -127,7 +127,24 @@ describe('stampeded CLI', () => {
     expect(root.stdout).toMatch(/^Usage: stampeded/);
     expect((await cli(url, ['dlq', 'redrive', '--help'])).code).toBe(0);
     const program = buildProgram({ stdout: { write: () => true }, stderr: { write: () => true }, env: {} });
-    const paths = [['migrate'], ['status'], ['jobs', 'list'], ['jobs', 'show'], ['jobs', 'retry'], ['jobs', 'cancel'], ['jobs', 'discard'], ['schedules', 'list'], ['schedules', 'pause'], ['schedules', 'resume'], ['schedules', 'trigger'], ['queues', 'pause'], ['queues', 'resume'], ['health'], ['prune'], ['dlq', 'redrive']];
+    const paths = [
+      ['migrate'],
+      ['status'],
+      ['jobs', 'list'],
+      ['jobs', 'show'],
+      ['jobs', 'retry'],
+      ['jobs', 'cancel'],
+      ['jobs', 'discard'],
+      ['schedules', 'list'],
+      ['schedules', 'pause'],
+      ['schedules', 'resume'],
+      ['schedules', 'trigger'],
+      ['queues', 'pause'],
+      ['queues', 'resume'],
+      ['health'],
+      ['prune'],
+      ['dlq', 'redrive'],
+    ];
     for (const path of paths) {
       let command = program;
       for (const name of path) command = command.commands.find((c) => c.name() === name)!;
@@ -154,9 +171,9 @@ describe('stampeded CLI', () => {
       await app.close();
       // Jobs no worker takes: the CLI acts on them without a race.
       const setup = await bootApp(url, { stampeded: { worker: { enabled: false } } });
-      const enqueued = await setup.get(QueueService).enqueueMany(
-        Array.from({ length: 7 }, (_, i) => ({ task: 'send', args: { i }, options: { queue: 'mail', tenantId: i % 2 ? 'acme' : 'globex' } })),
-      );
+      const enqueued = await setup
+        .get(QueueService)
+        .enqueueMany(Array.from({ length: 7 }, (_, i) => ({ task: 'send', args: { i }, options: { queue: 'mail', tenantId: i % 2 ? 'acme' : 'globex' } })));
       pending = enqueued.map((r) => r.id);
       await setup.close();
     });
@@ -204,7 +221,9 @@ describe('stampeded CLI', () => {
       let after: string | null = null;
       let pages = 0;
       do {
-        const page: any = (await cli(url, ['jobs', 'list', '--task', 'refund', '--scan', '3', '--limit', '1', '--json', ...(after ? ['--after', after] : [])])).json();
+        const page: any = (
+          await cli(url, ['jobs', 'list', '--task', 'refund', '--scan', '3', '--limit', '1', '--json', ...(after ? ['--after', after] : [])])
+        ).json();
         expect(page.scan.budget).toBe(3);
         seen.push(...page.jobs.map((j: any) => j.id));
         after = page.next;
@@ -261,7 +280,9 @@ describe('stampeded CLI', () => {
       expect(line).toContain(' hold ');
       expect(line).toContain(` ${rows[0].paused_by} `);
       expect((await cli(url, ['status', '--json'])).json().queues.find((q: any) => q.queue === 'mail')).toMatchObject({
-        paused: true, pausedBy: rows[0].paused_by, pauseReason: 'deploying',
+        paused: true,
+        pausedBy: rows[0].paused_by,
+        pauseReason: 'deploying',
       });
       expect((await cli(url, ['queues', 'resume', 'mail'])).code).toBe(0);
       ({ rows } = await sql.query(`SELECT paused, paused_by, pause_reason, paused_at, verdict FROM stampeded_queue_policies WHERE queue = 'mail'`));
@@ -284,7 +305,9 @@ describe('stampeded CLI', () => {
       expect(triggered.code).toBe(0);
       const { rows: fired } = await sql.query(`SELECT queue, task, state FROM stampeded_jobs WHERE id = $1`, [triggered.json().job.id]);
       expect(fired[0]).toEqual({ queue: 'mail', task: 'digest', state: 'available' });
-      expect((await sql.query(`SELECT next_run_at FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].next_run_at).toEqual(new Date('2030-01-01T02:00:00Z'));
+      expect((await sql.query(`SELECT next_run_at FROM stampeded_schedules WHERE key = 'nightly'`)).rows[0].next_run_at).toEqual(
+        new Date('2030-01-01T02:00:00Z'),
+      );
       const missing = await cli(url, ['schedules', 'pause', 'weekly']);
       expect(missing.code).toBe(1);
       expect(missing.stderr).toMatch(/No schedule with key "weekly"/);
@@ -293,11 +316,20 @@ describe('stampeded CLI', () => {
     it('redrives a dead-letter queue by task or fingerprint, with a dry run that moves nothing', async () => {
       const dry = await cli(url, ['dlq', 'redrive', 'billing-dead', '--dry-run', '--json']);
       expect(dry.code).toBe(0);
-      expect(dry.json()).toMatchObject({ dryRun: true, moved: 3, bySource: [{ sourceQueue: 'billing', task: 'charge', jobs: 2 }, { sourceQueue: 'billing', task: 'refund', jobs: 1 }] });
+      expect(dry.json()).toMatchObject({
+        dryRun: true,
+        moved: 3,
+        bySource: [
+          { sourceQueue: 'billing', task: 'charge', jobs: 2 },
+          { sourceQueue: 'billing', task: 'refund', jobs: 1 },
+        ],
+      });
       expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'billing-dead'`)).rowCount).toBe(3);
 
       // The two declined cards share a fingerprint: the card numbers are normalised out.
-      const { rows: fp } = await sql.query(`SELECT DISTINCT encode(error_fingerprint, 'hex') AS fp FROM stampeded_jobs WHERE queue = 'billing' AND task = 'charge'`);
+      const { rows: fp } = await sql.query(
+        `SELECT DISTINCT encode(error_fingerprint, 'hex') AS fp FROM stampeded_jobs WHERE queue = 'billing' AND task = 'charge'`,
+      );
       expect(fp).toHaveLength(1);
       const byFingerprint = await cli(url, ['dlq', 'redrive', 'billing-dead', '--fingerprint', fp[0].fp, '--batch-size', '1']);
       expect(byFingerprint.code).toBe(0);

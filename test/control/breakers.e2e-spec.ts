@@ -103,7 +103,9 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
       await sql.query('LOCK TABLE stampeded_queue_policies IN ACCESS EXCLUSIVE MODE');
       const refreshing = gate.refreshNow();
       await new Promise((r) => setTimeout(r, 200));
-      expect(await gate.failed(job(1), BreakerOpenError.fromRetryAfter('30', 30_000, 'partner answered 429'), 'partner answered 429')).toMatchObject({ kind: 'breaker_open' });
+      expect(await gate.failed(job(1), BreakerOpenError.fromRetryAfter('30', 30_000, 'partner answered 429'), 'partner answered 429')).toMatchObject({
+        kind: 'breaker_open',
+      });
       await sql.query('COMMIT');
       await refreshing;
       // The read's older "no breaker open" did not win: the next job of the destination waits.
@@ -138,46 +140,48 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
     expect(partnerCalls).toEqual([]);
   });
 
-  it('a destination down under a steady stream, with three worker processes: no job burns its attempts, none is lost, all complete after it recovers', async () => {
-    const failMs = LONG ? 60_000 : 5000;
-    const threshold = 3;
-    const cooldownMs = 1000;
-    const stampeded = {
-      worker: { concurrency: 5, pollIntervalMs: 100 },
-      maintenance: { leaderCheckIntervalMs: 500 },
-      control: { refreshInterval: 200, breakers: { default: { threshold, cooldown: cooldownMs, window: '10s' } } },
-    };
-    const downFile = join(tmpdir(), `stampeded-down-${process.pid}-${Date.now()}`);
-    const workers = [start(), start(), start()];
-    function start() {
-      const p = WorkerProcess.start({ url: db.url, tasks: 'control', stampeded: { migrations: 'auto', ...stampeded }, downFile });
-      fleet.push(p);
-      return p;
-    }
-    await Promise.all(workers.map((w) => w.ready()));
+  it(
+    'a destination down under a steady stream, with three worker processes: no job burns its attempts, none is lost, all complete after it recovers',
+    async () => {
+      const failMs = LONG ? 60_000 : 5000;
+      const threshold = 3;
+      const cooldownMs = 1000;
+      const stampeded = {
+        worker: { concurrency: 5, pollIntervalMs: 100 },
+        maintenance: { leaderCheckIntervalMs: 500 },
+        control: { refreshInterval: 200, breakers: { default: { threshold, cooldown: cooldownMs, window: '10s' } } },
+      };
+      const downFile = join(tmpdir(), `stampeded-down-${process.pid}-${Date.now()}`);
+      const workers = [start(), start(), start()];
+      function start() {
+        const p = WorkerProcess.start({ url: db.url, tasks: 'control', stampeded: { migrations: 'auto', ...stampeded }, downFile });
+        fleet.push(p);
+        return p;
+      }
+      await Promise.all(workers.map((w) => w.ready()));
 
-    // Three jobs every 100 ms: a second while the destination is up, failMs while it is down, a second after it recovers.
-    let total = 0;
-    const started = Date.now();
-    while (Date.now() < started + failMs + 2000) {
-      const elapsed = Date.now() - started;
-      if (elapsed >= 1000 && elapsed < 1000 + failMs && !existsSync(downFile)) writeFileSync(downFile, 'down');
-      if (elapsed >= 1000 + failMs && existsSync(downFile)) rmSync(downFile);
-      await sql.query(
-        `INSERT INTO stampeded_jobs (queue, task, args, destination, max_attempts) SELECT 'calls', 'call', '{"ms": 5}', 'api', 5 FROM generate_series(1, 3)`,
+      // Three jobs every 100 ms: a second while the destination is up, failMs while it is down, a second after it recovers.
+      let total = 0;
+      const started = Date.now();
+      while (Date.now() < started + failMs + 2000) {
+        const elapsed = Date.now() - started;
+        if (elapsed >= 1000 && elapsed < 1000 + failMs && !existsSync(downFile)) writeFileSync(downFile, 'down');
+        if (elapsed >= 1000 + failMs && existsSync(downFile)) rmSync(downFile);
+        await sql.query(
+          `INSERT INTO stampeded_jobs (queue, task, args, destination, max_attempts) SELECT 'calls', 'call', '{"ms": 5}', 'api', 5 FROM generate_series(1, 3)`,
+        );
+        total += 3;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      rmSync(downFile, { force: true });
+      await waitFor(
+        async () => (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'completed'`)).rows[0].n === total,
+        'every call to complete after the destination recovered',
+        LONG ? 300_000 : 60_000,
+        100,
       );
-      total += 3;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    rmSync(downFile, { force: true });
-    await waitFor(
-      async () => (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'completed'`)).rows[0].n === total,
-      'every call to complete after the destination recovered',
-      LONG ? 300_000 : 60_000,
-      100,
-    );
-    const { rows } = await sql.query(
-      `SELECT count(*)::int AS jobs,
+      const { rows } = await sql.query(
+        `SELECT count(*)::int AS jobs,
               count(*) FILTER (WHERE state <> 'completed')::int AS not_completed,
               coalesce(sum(attempt - 1), 0)::int AS attempts_burned,
               max(attempt)::int AS max_attempt,
@@ -186,16 +190,18 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
               max(deferrals)::int AS max_deferrals,
               (SELECT count(*)::int FROM stampeded_jobs j, jsonb_array_elements(j.errors) e WHERE e->>'kind' = 'raised') AS raised
          FROM stampeded_jobs`,
-    );
-    const r = rows[0];
-    process.stderr.write(
-      `breaker: destination down ${failMs / 1000} s, 3 processes, ${r.jobs} jobs: ${r.raised} real failures (attempts spent on the outage), ` +
-        `${r.deferred_jobs} jobs deferred ${r.deferrals} times (max ${r.max_deferrals} for one job), highest attempt ${r.max_attempt}, none lost\n`,
-    );
-    expect(r).toMatchObject({ jobs: total, not_completed: 0 });
-    // The failures that opened the breaker (threshold, a few more in flight across three processes) and one probe per cooldown.
-    expect(r.raised).toBeLessThan(threshold * 3 + (failMs / cooldownMs) * 2);
-    expect(r.max_attempt).toBeLessThan(5);
-    expect(r.deferred_jobs).toBeGreaterThan(total / 4);
-  }, LONG ? 900_000 : 90_000);
+      );
+      const r = rows[0];
+      process.stderr.write(
+        `breaker: destination down ${failMs / 1000} s, 3 processes, ${r.jobs} jobs: ${r.raised} real failures (attempts spent on the outage), ` +
+          `${r.deferred_jobs} jobs deferred ${r.deferrals} times (max ${r.max_deferrals} for one job), highest attempt ${r.max_attempt}, none lost\n`,
+      );
+      expect(r).toMatchObject({ jobs: total, not_completed: 0 });
+      // The failures that opened the breaker (threshold, a few more in flight across three processes) and one probe per cooldown.
+      expect(r.raised).toBeLessThan(threshold * 3 + (failMs / cooldownMs) * 2);
+      expect(r.max_attempt).toBeLessThan(5);
+      expect(r.deferred_jobs).toBeGreaterThan(total / 4);
+    },
+    LONG ? 900_000 : 90_000,
+  );
 });

@@ -33,68 +33,73 @@ describe('queue control: a fair share of the running slots per tenant', () => {
     return p;
   }
 
-  it('one tenant floods the queue, ten tenants enqueue 50 each: the small tenants finish long before the flood drains', async () => {
-    const flood = LONG ? 10_000 : 2000;
-    const stampeded = {
-      worker: { concurrency: 5, pollIntervalMs: 100 },
-      maintenance: { enabled: false },
-      control: { fairness: true, refreshInterval: 200 },
-    };
-    const workers = [start(stampeded), start(stampeded), start(stampeded)];
-    await Promise.all(workers.map((w) => w.ready()));
+  it(
+    'one tenant floods the queue, ten tenants enqueue 50 each: the small tenants finish long before the flood drains',
+    async () => {
+      const flood = LONG ? 10_000 : 2000;
+      const stampeded = {
+        worker: { concurrency: 5, pollIntervalMs: 100 },
+        maintenance: { enabled: false },
+        control: { fairness: true, refreshInterval: 200 },
+      };
+      const workers = [start(stampeded), start(stampeded), start(stampeded)];
+      await Promise.all(workers.map((w) => w.ready()));
 
-    await sql.query(
-      `INSERT INTO stampeded_jobs (queue, task, args, tenant_id) SELECT 'tenants', 'tenant-work', '{"ms": 20}', 'flood' FROM generate_series(1, $1)`,
-      [flood],
-    );
-    await sql.query(
-      `INSERT INTO stampeded_jobs (queue, task, args, tenant_id)
+      await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, args, tenant_id) SELECT 'tenants', 'tenant-work', '{"ms": 20}', 'flood' FROM generate_series(1, $1)`,
+        [flood],
+      );
+      await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, args, tenant_id)
        SELECT 'tenants', 'tenant-work', '{"ms": 20}', 'small-' || lpad(t::text, 2, '0') FROM generate_series(1, 10) t, generate_series(1, 50)`,
-    );
-    const total = flood + 500;
-    await waitFor(
-      async () => {
-        const { rows: states } = await sql.query(
-          `SELECT state, count(*)::int AS n, sum(deferrals)::int AS d FROM stampeded_jobs GROUP BY state ORDER BY state`,
-        );
-        return states.find((r) => r.state === 'completed')?.n === total;
-      },
-      'every job to complete',
-      LONG ? 600_000 : 90_000,
-      500,
-    );
+      );
+      const total = flood + 500;
+      await waitFor(
+        async () => {
+          const { rows: states } = await sql.query(
+            `SELECT state, count(*)::int AS n, sum(deferrals)::int AS d FROM stampeded_jobs GROUP BY state ORDER BY state`,
+          );
+          return states.find((r) => r.state === 'completed')?.n === total;
+        },
+        'every job to complete',
+        LONG ? 600_000 : 90_000,
+        500,
+      );
 
-    const { rows } = await sql.query(
-      `SELECT tenant_id,
+      const { rows } = await sql.query(
+        `SELECT tenant_id,
               count(*)::int AS jobs,
               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - inserted_at))::float8 AS p50,
               max(extract(epoch FROM finished_at - inserted_at))::float8 AS max,
               sum(deferrals)::int AS throttled,
               max(attempt)::int AS max_attempt
          FROM stampeded_jobs GROUP BY tenant_id ORDER BY tenant_id`,
-    );
-    const lines = rows.map(
-      (r) => `  ${r.tenant_id.padEnd(9)} ${String(r.jobs).padStart(6)} jobs  wait p50 ${r.p50.toFixed(2)} s  max ${r.max.toFixed(2)} s  throttled ${r.throttled}`,
-    );
-    const [{ flood_done_then }] = (
-      await sql.query(
-        `SELECT count(*)::int AS flood_done_then FROM stampeded_jobs
+      );
+      const lines = rows.map(
+        (r) =>
+          `  ${r.tenant_id.padEnd(9)} ${String(r.jobs).padStart(6)} jobs  wait p50 ${r.p50.toFixed(2)} s  max ${r.max.toFixed(2)} s  throttled ${r.throttled}`,
+      );
+      const [{ flood_done_then }] = (
+        await sql.query(
+          `SELECT count(*)::int AS flood_done_then FROM stampeded_jobs
           WHERE tenant_id = 'flood' AND finished_at <= (SELECT max(finished_at) FROM stampeded_jobs WHERE tenant_id <> 'flood')`,
-      )
-    ).rows;
-    process.stderr.write(
-      `fairness: 3 processes x concurrency 5, ${flood} flood jobs then 10 tenants x 50, 20 ms each. ` +
-        `When the last small tenant's job finished, ${flood_done_then} of ${flood} flood jobs had:\n${lines.join('\n')}\n`,
-    );
+        )
+      ).rows;
+      process.stderr.write(
+        `fairness: 3 processes x concurrency 5, ${flood} flood jobs then 10 tenants x 50, 20 ms each. ` +
+          `When the last small tenant's job finished, ${flood_done_then} of ${flood} flood jobs had:\n${lines.join('\n')}\n`,
+      );
 
-    const small = rows.filter((r) => r.tenant_id !== 'flood');
-    const floodRow = rows.find((r) => r.tenant_id === 'flood')!;
-    expect(small).toHaveLength(10);
-    // Counts, not times: the small tenants were done while most of the flood still waited.
-    expect(flood_done_then).toBeLessThan(flood / 2);
-    for (const r of small) expect(r.max).toBeLessThan(floodRow.max);
-    // Throttling refunds the attempt: no job spent more than the one it ran on.
-    expect(Math.max(...rows.map((r) => r.max_attempt))).toBe(1);
-    expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state <> 'completed'`)).rows[0].n).toBe(0);
-  }, LONG ? 900_000 : 90_000);
+      const small = rows.filter((r) => r.tenant_id !== 'flood');
+      const floodRow = rows.find((r) => r.tenant_id === 'flood')!;
+      expect(small).toHaveLength(10);
+      // Counts, not times: the small tenants were done while most of the flood still waited.
+      expect(flood_done_then).toBeLessThan(flood / 2);
+      for (const r of small) expect(r.max).toBeLessThan(floodRow.max);
+      // Throttling refunds the attempt: no job spent more than the one it ran on.
+      expect(Math.max(...rows.map((r) => r.max_attempt))).toBe(1);
+      expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state <> 'completed'`)).rows[0].n).toBe(0);
+    },
+    LONG ? 900_000 : 90_000,
+  );
 });

@@ -76,7 +76,9 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
 
     const result = (await app.get(MaintenanceService).run('planner')) as { verdicts: Record<string, { verdict: string }> };
     expect(Object.keys(result.verdicts).sort()).toEqual(['calm', 'capped', 'waiting']);
-    const { rows } = await sql.query(`SELECT queue, verdict, reason, running, decided_at > now() - interval '1 minute' AS fresh FROM stampeded_queue_policies ORDER BY queue`);
+    const { rows } = await sql.query(
+      `SELECT queue, verdict, reason, running, decided_at > now() - interval '1 minute' AS fresh FROM stampeded_queue_policies ORDER BY queue`,
+    );
     expect(rows).toEqual([
       { queue: 'calm', verdict: 'steady', reason: expect.stringMatching(/^steady: 0 running of 10, head waited \d+\.\ds of 60s$/), running: 0, fresh: true },
       { queue: 'capped', verdict: 'hold', reason: 'max_running: 2 claimed or executing, cap 2', running: 2, fresh: true },
@@ -141,12 +143,20 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
   });
 
   it('pauses a queue for every worker process until resumed; the planner keeps the pause and reads it from its columns', async () => {
-    const stampeded = { worker: { concurrency: 5, pollIntervalMs: 100 }, maintenance: { leaderCheckIntervalMs: 200 }, control: { plannerInterval: 300, refreshInterval: 100 } };
+    const stampeded = {
+      worker: { concurrency: 5, pollIntervalMs: 100 },
+      maintenance: { leaderCheckIntervalMs: 200 },
+      control: { plannerInterval: 300, refreshInterval: 100 },
+    };
     const app = await boot({ stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } });
     const control = app.get(QueueControlService);
     const paused = await control.pause('plain', { by: 'ana', reason: 'migrating the mail server' });
     expect(paused).toMatchObject({
-      paused: true, pausedBy: 'ana', pauseReason: 'migrating the mail server', verdict: 'hold', reason: 'paused by ana: migrating the mail server',
+      paused: true,
+      pausedBy: 'ana',
+      pauseReason: 'migrating the mail server',
+      verdict: 'hold',
+      reason: 'paused by ana: migrating the mail server',
     });
     expect(paused.pausedAt).toBeInstanceOf(Date);
     const row = async () =>
@@ -214,48 +224,52 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     expect(next.verdicts.plain).toMatchObject({ verdict: 'hold', reason: 'paused by ana' });
   });
 
-  it('keeps a max_running queue near its cap across three worker processes, and measures the overshoot', async () => {
-    const total = LONG ? 2000 : 300;
-    const maxRunning = 5;
-    const stampeded = {
-      worker: { concurrency: 10, pollIntervalMs: 100 },
-      maintenance: { leaderCheckIntervalMs: 200 },
-      control: { plannerInterval: 250, refreshInterval: 100 },
-    };
-    const queues = [{ name: 'capped', policy: { maxRunning } }];
-    // One first: processes that provision the same queue's partition at the same moment race (QueueRegistry.provision).
-    const first = start({ stampeded, queues });
-    await first.ready();
-    const workers = [first, start({ stampeded, queues }), start({ stampeded, queues })];
-    await Promise.all(workers.map((w) => w.ready()));
-    await enqueue('capped', 'capped-work', total, '{"ms": 50}');
+  it(
+    'keeps a max_running queue near its cap across three worker processes, and measures the overshoot',
+    async () => {
+      const total = LONG ? 2000 : 300;
+      const maxRunning = 5;
+      const stampeded = {
+        worker: { concurrency: 10, pollIntervalMs: 100 },
+        maintenance: { leaderCheckIntervalMs: 200 },
+        control: { plannerInterval: 250, refreshInterval: 100 },
+      };
+      const queues = [{ name: 'capped', policy: { maxRunning } }];
+      // One first: processes that provision the same queue's partition at the same moment race (QueueRegistry.provision).
+      const first = start({ stampeded, queues });
+      await first.ready();
+      const workers = [first, start({ stampeded, queues }), start({ stampeded, queues })];
+      await Promise.all(workers.map((w) => w.ready()));
+      await enqueue('capped', 'capped-work', total, '{"ms": 50}');
 
-    let peak = 0;
-    const samples: number[] = [];
-    const started = Date.now();
-    await waitFor(
-      async () => {
-        const { rows } = await sql.query(
-          `SELECT count(*) FILTER (WHERE state IN ('claimed', 'executing'))::int AS running,
+      let peak = 0;
+      const samples: number[] = [];
+      const started = Date.now();
+      await waitFor(
+        async () => {
+          const { rows } = await sql.query(
+            `SELECT count(*) FILTER (WHERE state IN ('claimed', 'executing'))::int AS running,
                   count(*) FILTER (WHERE state = 'completed')::int AS done
              FROM stampeded_jobs WHERE queue = 'capped'`,
-        );
-        samples.push(rows[0].running);
-        peak = Math.max(peak, rows[0].running);
-        return rows[0].done === total;
-      },
-      'the capped queue to drain',
-      LONG ? 600_000 : 60_000,
-      20,
-    );
-    const elapsed = (Date.now() - started) / 1000;
-    const over = samples.filter((n) => n > maxRunning).length;
-    const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
-    process.stderr.write(
-      `max_running ${maxRunning}, 3 processes x concurrency 10, ${total} jobs of 50 ms: peak ${peak} running (overshoot ${peak - maxRunning}), ` +
-        `${over} of ${samples.length} samples over the cap, mean ${mean.toFixed(1)} running, drained in ${elapsed.toFixed(1)} s\n`,
-    );
-    // Soft, by design: bounded by what the three workers may each take between two planner runs.
-    expect(peak).toBeLessThanOrEqual(maxRunning * 3);
-  }, LONG ? 900_000 : 90_000);
+          );
+          samples.push(rows[0].running);
+          peak = Math.max(peak, rows[0].running);
+          return rows[0].done === total;
+        },
+        'the capped queue to drain',
+        LONG ? 600_000 : 60_000,
+        20,
+      );
+      const elapsed = (Date.now() - started) / 1000;
+      const over = samples.filter((n) => n > maxRunning).length;
+      const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+      process.stderr.write(
+        `max_running ${maxRunning}, 3 processes x concurrency 10, ${total} jobs of 50 ms: peak ${peak} running (overshoot ${peak - maxRunning}), ` +
+          `${over} of ${samples.length} samples over the cap, mean ${mean.toFixed(1)} running, drained in ${elapsed.toFixed(1)} s\n`,
+      );
+      // Soft, by design: bounded by what the three workers may each take between two planner runs.
+      expect(peak).toBeLessThanOrEqual(maxRunning * 3);
+    },
+    LONG ? 900_000 : 90_000,
+  );
 });

@@ -34,96 +34,102 @@ class Fragile implements TaskHandler {
 
 const describeInBrowser = HAS_CHROMIUM ? describe : describe.skip;
 
-describeInBrowser(`dashboard in a browser (${HAS_CHROMIUM ? CHROMIUM : `skipped: no Chromium at ${CHROMIUM}; apt-get install chromium, or set CHROMIUM_PATH`})`, () => {
-  let db: TestDatabase;
-  let app: INestApplication;
-  let base: string;
-  let browser: Browser;
-  let page: Page;
+describeInBrowser(
+  `dashboard in a browser (${HAS_CHROMIUM ? CHROMIUM : `skipped: no Chromium at ${CHROMIUM}; apt-get install chromium, or set CHROMIUM_PATH`})`,
+  () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+    let base: string;
+    let browser: Browser;
+    let page: Page;
 
-  beforeAll(async () => {
-    db = await testDatabase();
-    @Module({
-      imports: [
-        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, concurrency: 5, prefetch: 5 } }),
-        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'browser-test' }, refreshSeconds: 0 }),
-      ],
-      providers: [Crunch, Fragile],
-    })
-    class BrowserTestModule {}
-    app = await NestFactory.create(BrowserTestModule, { logger: ['error'] });
-    await app.listen(0, '127.0.0.1');
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    mkdirSync(SCREENSHOTS, { recursive: true });
-    const { chromium } = await import('playwright-core');
-    // --no-sandbox: CI and these machines run as root, where Chromium's sandbox refuses to start.
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
-    const context = await browser.newContext({ httpCredentials: { username: 'ops', password: 'browser-test' }, viewport: { width: 1280, height: 800 } });
-    page = await context.newPage();
-  });
+    beforeAll(async () => {
+      db = await testDatabase();
+      @Module({
+        imports: [
+          StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, concurrency: 5, prefetch: 5 } }),
+          StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'browser-test' }, refreshSeconds: 0 }),
+        ],
+        providers: [Crunch, Fragile],
+      })
+      class BrowserTestModule {}
+      app = await NestFactory.create(BrowserTestModule, { logger: ['error'] });
+      await app.listen(0, '127.0.0.1');
+      base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      mkdirSync(SCREENSHOTS, { recursive: true });
+      const { chromium } = await import('playwright-core');
+      // --no-sandbox: CI and these machines run as root, where Chromium's sandbox refuses to start.
+      browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+      const context = await browser.newContext({ httpCredentials: { username: 'ops', password: 'browser-test' }, viewport: { width: 1280, height: 800 } });
+      page = await context.newPage();
+    });
 
-  afterAll(async () => {
-    openGate();
-    await browser?.close();
-    await app?.close();
-    await db?.drop();
-  });
+    afterAll(async () => {
+      openGate();
+      await browser?.close();
+      await app?.close();
+      await db?.drop();
+    });
 
-  /** The number in a queue's row under a state's column on the queues page, as the browser shows it. */
-  async function count(queue: string, state: string): Promise<number> {
-    await page.goto(`${base}/stampeded`);
-    const headers = (await page.locator('table thead th').allTextContents()).map((h) => h.trim().toLowerCase());
-    const column = headers.indexOf(state);
-    const cells = await page.locator('table tbody tr', { has: page.locator(`td:first-child a:text-is("${queue}")`) }).locator('td').allTextContents();
-    return column >= 0 && cells.length ? Number(cells[column].trim()) : -1;
-  }
+    /** The number in a queue's row under a state's column on the queues page, as the browser shows it. */
+    async function count(queue: string, state: string): Promise<number> {
+      await page.goto(`${base}/stampeded`);
+      const headers = (await page.locator('table thead th').allTextContents()).map((h) => h.trim().toLowerCase());
+      const column = headers.indexOf(state);
+      const cells = await page
+        .locator('table tbody tr', { has: page.locator(`td:first-child a:text-is("${queue}")`) })
+        .locator('td')
+        .allTextContents();
+      return column >= 0 && cells.length ? Number(cells[column].trim()) : -1;
+    }
 
-  it('asks for credentials, and logs in with them', async () => {
-    // Without credentials Chromium is answered with a basic-auth challenge, and
-    // headless it has nobody to ask: it gives up on the page.
-    const anonymous = await browser.newContext();
-    await expect((await anonymous.newPage()).goto(`${base}/stampeded`)).rejects.toThrow(/ERR_INVALID_AUTH_CREDENTIALS/);
-    expect((await anonymous.request.get(`${base}/stampeded`)).status()).toBe(401);
-    await anonymous.close();
-    const ok = await page.goto(`${base}/stampeded`);
-    expect(ok?.status()).toBe(200);
-    expect(await page.textContent('h1')).toBe('Queues');
-  });
+    it('asks for credentials, and logs in with them', async () => {
+      // Without credentials Chromium is answered with a basic-auth challenge, and
+      // headless it has nobody to ask: it gives up on the page.
+      const anonymous = await browser.newContext();
+      await expect((await anonymous.newPage()).goto(`${base}/stampeded`)).rejects.toThrow(/ERR_INVALID_AUTH_CREDENTIALS/);
+      expect((await anonymous.request.get(`${base}/stampeded`)).status()).toBe(401);
+      await anonymous.close();
+      const ok = await page.goto(`${base}/stampeded`);
+      expect(ok?.status()).toBe(200);
+      expect(await page.textContent('h1')).toBe('Queues');
+    });
 
-  it('shows the counts move while jobs run', async () => {
-    const queue = app.get(QueueService);
-    await queue.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ task: 'crunch', args: { i } })));
-    // The worker runs five at once and claims five ahead (prefetch), so ten are executing by the table's count.
-    await waitFor(async () => (await count('work', 'executing')) === 10, 'ten jobs executing on the page');
-    expect(await count('work', 'available')).toBe(2);
-    await page.screenshot({ path: `${SCREENSHOTS}/queues-running.png`, fullPage: true });
-    openGate();
-    await waitFor(async () => (await count('work', 'completed')) === 12, 'twelve jobs completed on the page');
-    expect(await count('work', 'executing')).toBe(0);
-    expect(await page.$('svg.chart rect')).not.toBeNull();
-    await page.screenshot({ path: `${SCREENSHOTS}/queues-done.png`, fullPage: true });
-  });
+    it('shows the counts move while jobs run', async () => {
+      const queue = app.get(QueueService);
+      await queue.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ task: 'crunch', args: { i } })));
+      // The worker runs five at once and claims five ahead (prefetch), so ten are executing by the table's count.
+      await waitFor(async () => (await count('work', 'executing')) === 10, 'ten jobs executing on the page');
+      expect(await count('work', 'available')).toBe(2);
+      await page.screenshot({ path: `${SCREENSHOTS}/queues-running.png`, fullPage: true });
+      openGate();
+      await waitFor(async () => (await count('work', 'completed')) === 12, 'twelve jobs completed on the page');
+      expect(await count('work', 'executing')).toBe(0);
+      expect(await page.$('svg.chart rect')).not.toBeNull();
+      await page.screenshot({ path: `${SCREENSHOTS}/queues-done.png`, fullPage: true });
+    });
 
-  it('retries a failed job from its page and watches it complete', async () => {
-    const { id } = await app.get(QueueService).enqueue('fragile', { order: 42 });
-    await waitFor(async () => (await count('work', 'discarded')) === 1, 'the failed job on the page');
+    it('retries a failed job from its page and watches it complete', async () => {
+      const { id } = await app.get(QueueService).enqueue('fragile', { order: 42 });
+      await waitFor(async () => (await count('work', 'discarded')) === 1, 'the failed job on the page');
 
-    await page.goto(`${base}/stampeded/jobs?queue=work&state=discarded`);
-    await page.click(`a[href^="/stampeded/jobs/${id}"]`);
-    expect(await page.textContent('main')).toContain('payment provider answered 502');
-    await page.screenshot({ path: `${SCREENSHOTS}/job-failed.png`, fullPage: true });
+      await page.goto(`${base}/stampeded/jobs?queue=work&state=discarded`);
+      await page.click(`a[href^="/stampeded/jobs/${id}"]`);
+      expect(await page.textContent('main')).toContain('payment provider answered 502');
+      await page.screenshot({ path: `${SCREENSHOTS}/job-failed.png`, fullPage: true });
 
-    upstream.healthy = true;
-    await Promise.all([page.waitForURL(`**/stampeded/jobs/${id}?queue=work`), page.click('button:text-is("Retry")')]);
-    await waitFor(async () => {
-      await page.reload();
-      return (await page.textContent('tr:has(th:text-is("state")) td'))?.trim() === 'completed';
-    }, 'the retried job to show as completed');
-    // Its earlier failure stays in its history.
-    expect(await page.textContent('main')).toContain('payment provider answered 502');
-    await page.screenshot({ path: `${SCREENSHOTS}/job-retried.png`, fullPage: true });
-  });
-});
+      upstream.healthy = true;
+      await Promise.all([page.waitForURL(`**/stampeded/jobs/${id}?queue=work`), page.click('button:text-is("Retry")')]);
+      await waitFor(async () => {
+        await page.reload();
+        return (await page.textContent('tr:has(th:text-is("state")) td'))?.trim() === 'completed';
+      }, 'the retried job to show as completed');
+      // Its earlier failure stays in its history.
+      expect(await page.textContent('main')).toContain('payment provider answered 502');
+      await page.screenshot({ path: `${SCREENSHOTS}/job-retried.png`, fullPage: true });
+    });
+  },
+);
 
 if (!HAS_CHROMIUM) {
   process.stderr.write(`\ndashboard browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)\n`);

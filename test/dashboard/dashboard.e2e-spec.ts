@@ -58,7 +58,9 @@ describe('dashboard', () => {
 
     await queue.enqueueMany([1, 2, 3].map((order) => ({ task: 'sync-order', args: { order } })));
     await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work-dead'`)).rowCount === 3, 'three dead letters');
-    await queue.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ task: 'newsletter', args: { i }, options: { queue: 'mail', tenantId: i < 4 ? 'acme' : 'globex' } })));
+    await queue.enqueueMany(
+      Array.from({ length: 12 }, (_, i) => ({ task: 'newsletter', args: { i }, options: { queue: 'mail', tenantId: i < 4 ? 'acme' : 'globex' } })),
+    );
   });
 
   afterAll(async () => {
@@ -72,7 +74,10 @@ describe('dashboard', () => {
   /** The CSRF token and the cookie it pairs with, as a script would get them. */
   async function csrf(prefix = '/stampeded', headers: Record<string, string> = { authorization: BASIC }) {
     const response = await get(`${prefix}/api/csrf`, headers);
-    const cookie = response.headers.getSetCookie().find((c) => c.startsWith('stampeded_csrf='))!.split(';')[0];
+    const cookie = response.headers
+      .getSetCookie()
+      .find((c) => c.startsWith('stampeded_csrf='))!
+      .split(';')[0];
     const { token } = await response.json();
     return { token: token as string, cookie };
   }
@@ -122,7 +127,9 @@ describe('dashboard', () => {
       const { token, cookie } = await csrf();
       const other = await csrf();
       expect((await request(url, { method: 'POST', headers: { authorization: BASIC, cookie: other.cookie, 'x-stampeded-csrf': token } })).status).toBe(403);
-      expect((await request(url, { method: 'POST', headers: { authorization: BASIC, cookie, 'x-stampeded-csrf': token, origin: 'https://evil.example' } })).status).toBe(403);
+      expect(
+        (await request(url, { method: 'POST', headers: { authorization: BASIC, cookie, 'x-stampeded-csrf': token, origin: 'https://evil.example' } })).status,
+      ).toBe(403);
       const { rows } = await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id]);
       expect(rows[0].state).toBe('available');
     });
@@ -183,7 +190,14 @@ describe('dashboard', () => {
     it('groups failing jobs by error fingerprint, order numbers normalised out', async () => {
       const errors = await (await get('/stampeded/api/errors')).json();
       expect(errors).toHaveLength(1);
-      expect(errors[0]).toMatchObject({ jobs: 3, discarded: 3, queues: ['work'], tasks: ['sync-order'], failure_kinds: ['raised'], example_error: expect.stringMatching(/^Error: upstream 503 for order \d\n/) });
+      expect(errors[0]).toMatchObject({
+        jobs: 3,
+        discarded: 3,
+        queues: ['work'],
+        tasks: ['sync-order'],
+        failure_kinds: ['raised'],
+        example_error: expect.stringMatching(/^Error: upstream 503 for order \d\n/),
+      });
       expect(errors[0].fingerprint).toMatch(/^[0-9a-f]{64}$/);
     });
 
@@ -202,17 +216,30 @@ describe('dashboard', () => {
       const paused = await post('/stampeded/api/queues/mail/pause', { reason: 'migrating' });
       expect(paused.status).toBe(200);
       expect(await paused.json()).toMatchObject({
-        queue: 'mail', paused: true, paused_by: 'ops (dashboard)', pause_reason: 'migrating', verdict: 'hold', reason: 'paused by ops (dashboard): migrating',
+        queue: 'mail',
+        paused: true,
+        paused_by: 'ops (dashboard)',
+        pause_reason: 'migrating',
+        verdict: 'hold',
+        reason: 'paused by ops (dashboard): migrating',
       });
       expect((await (await get('/stampeded/api/queues')).json()).queues.find((q: any) => q.queue === 'mail')).toMatchObject({
-        verdict: 'hold', paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'migrating', pausedAt: expect.any(String),
+        verdict: 'hold',
+        paused: true,
+        pausedBy: 'ops (dashboard)',
+        pauseReason: 'migrating',
+        pausedAt: expect.any(String),
       });
       expect((await post('/stampeded/api/queues/mail/resume')).status).toBe(200);
       expect((await sql.query(`SELECT verdict, paused, paused_by FROM stampeded_queue_policies WHERE queue = 'mail'`)).rows[0]).toEqual({
-        verdict: 'steady', paused: false, paused_by: null,
+        verdict: 'steady',
+        paused: false,
+        paused_by: null,
       });
 
-      await sql.query(`INSERT INTO stampeded_schedules (key, queue, task, interval_secs, timezone) VALUES ('hourly-report', 'mail', 'report', 3600, 'Asia/Tokyo')`);
+      await sql.query(
+        `INSERT INTO stampeded_schedules (key, queue, task, interval_secs, timezone) VALUES ('hourly-report', 'mail', 'report', 3600, 'Asia/Tokyo')`,
+      );
       expect((await post('/stampeded/api/schedules/hourly-report/pause')).status).toBe(200);
       expect((await sql.query(`SELECT paused FROM stampeded_schedules WHERE key = 'hourly-report'`)).rows[0].paused).toBe(true);
       expect((await post('/stampeded/api/schedules/no-such/pause')).status).toBe(404);
@@ -235,7 +262,10 @@ describe('dashboard', () => {
       upstream.healthy = true;
       // As the page's button does it: a form post with the token in a field, answered with a redirect back.
       const page = await get(`/stampeded/jobs/${job.id}?queue=work`);
-      const cookie = page.headers.getSetCookie().find((c) => c.startsWith('stampeded_csrf='))!.split(';')[0];
+      const cookie = page.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('stampeded_csrf='))!
+        .split(';')[0];
       const html = await page.text();
       const token = /name="_csrf" value="([^"]+)"/.exec(html)![1];
       expect(html).toMatch(/<button type="submit">Retry<\/button>/);
@@ -248,7 +278,10 @@ describe('dashboard', () => {
       });
       expect(retried.status).toBe(303);
       expect(retried.headers.get('location')).toBe(`/stampeded/jobs/${job.id}?queue=work`);
-      await waitFor(async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id])).rows[0].state === 'completed', 'the retried job to complete');
+      await waitFor(
+        async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id])).rows[0].state === 'completed',
+        'the retried job to complete',
+      );
     });
 
     it('never redirects off the dashboard', async () => {
@@ -301,7 +334,10 @@ describe('dashboard', () => {
       const done = await (await post('/stampeded/api/dlq/work-dead/redrive', { task: 'sync-order' })).json();
       expect(done).toMatchObject({ dryRun: false, moved: 3 });
       // Back on their source queue, where the now-healthy upstream completes them.
-      await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work' AND state = 'completed'`)).rowCount === 4, 'the redriven jobs to complete');
+      await waitFor(
+        async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work' AND state = 'completed'`)).rowCount === 4,
+        'the redriven jobs to complete',
+      );
       expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'work-dead'`)).rowCount).toBe(0);
     });
   });
@@ -311,12 +347,19 @@ describe('dashboard', () => {
       expect((await post('/stampeded/api/queues/work/pause', { reason: 'incident 42' })).status).toBe(200);
       const control = app.get(QueueControlService);
       expect(await control.policy('work')).toMatchObject({
-        verdict: 'hold', paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'incident 42', reason: 'paused by ops (dashboard): incident 42',
+        verdict: 'hold',
+        paused: true,
+        pausedBy: 'ops (dashboard)',
+        pauseReason: 'incident 42',
+        reason: 'paused by ops (dashboard): incident 42',
       });
       const { id } = await queue.enqueue('sync-order', { order: 7 });
       expect((await post('/stampeded/api/queues/work/resume')).status).toBe(200);
       expect((await control.policy('work'))?.paused).toBe(false);
-      await waitFor(async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].state === 'completed', 'the job of the resumed queue to complete');
+      await waitFor(
+        async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].state === 'completed',
+        'the job of the resumed queue to complete',
+      );
     });
   });
 
@@ -377,7 +420,8 @@ describe('dashboard', () => {
         expect(next).toMatch(/scan=3/);
         html = await (await get(next.replaceAll('&amp;', '&'))).text();
         // A page short of matches says how far it read, unless it read to the end.
-        if (html.includes('rel="next"')) expect(html).toMatch(/Showing \d+ match(es)? found in the next 3 jobs\.|No more jobs of task newsletter among the next 3 jobs\./);
+        if (html.includes('rel="next"'))
+          expect(html).toMatch(/Showing \d+ match(es)? found in the next 3 jobs\.|No more jobs of task newsletter among the next 3 jobs\./);
         expect(++pages).toBeLessThan(50);
       }
       const { rows } = await sql.query(`SELECT id::text FROM stampeded_jobs WHERE task = 'newsletter' ORDER BY queue DESC, id DESC`);

@@ -66,7 +66,10 @@ describeInBrowser(`the demo app's dashboard in a browser (${HAS_CHROMIUM ? CHROM
   async function completed(queue: string): Promise<number> {
     await page.goto(`${base}/stampeded`);
     const headers = (await page.locator('table thead th').allTextContents()).map((h) => h.trim().toLowerCase());
-    const cells = await page.locator('table tbody tr', { has: page.locator(`td:first-child a:text-is("${queue}")`) }).locator('td').allTextContents();
+    const cells = await page
+      .locator('table tbody tr', { has: page.locator(`td:first-child a:text-is("${queue}")`) })
+      .locator('td')
+      .allTextContents();
     return cells.length ? Number(cells[headers.indexOf('completed')].trim()) : -1;
   }
 

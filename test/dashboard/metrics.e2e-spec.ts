@@ -63,7 +63,10 @@ describe('Prometheus metrics', () => {
     await queue.enqueue('thumbnail', {}, { queue: 'backlog' });
     const sql = await sqlClient(db.url);
     try {
-      await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'images' AND finished_at IS NOT NULL`)).rowCount === 5, 'all five to finish');
+      await waitFor(
+        async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'images' AND finished_at IS NOT NULL`)).rowCount === 5,
+        'all five to finish',
+      );
       await sql.query(`INSERT INTO stampeded_queue_policies (queue, verdict) VALUES ('backlog', 'hold'), ('images', 'steady')`);
       await sql.query(`UPDATE stampeded_queue_policies SET paused = true, paused_by = 'ops', paused_at = now() WHERE queue = 'backlog'`);
       await sql.query(`INSERT INTO stampeded_breakers (destination, state, opened_at, open_until) VALUES ('smtp', 'open', now(), now() + interval '1 minute')`);

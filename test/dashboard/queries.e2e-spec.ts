@@ -92,10 +92,7 @@ describe('dashboard queries', () => {
 
   /** The plan's text, the indexes it reads stampeded_jobs through (by parent name), and whether it scans the jobs sequentially. */
   async function plan(text: string, values: unknown[] = [], generic = false) {
-    const { rows } = await sql.query(
-      generic ? `EXPLAIN (GENERIC_PLAN, FORMAT JSON) ${text}` : `EXPLAIN (FORMAT JSON) ${text}`,
-      generic ? [] : values,
-    );
+    const { rows } = await sql.query(generic ? `EXPLAIN (GENERIC_PLAN, FORMAT JSON) ${text}` : `EXPLAIN (FORMAT JSON) ${text}`, generic ? [] : values);
     const root: PlanNode = rows[0]['QUERY PLAN'][0].Plan;
     const indexes = new Set<string>();
     const seqScans: string[] = [];
@@ -271,7 +268,11 @@ describe('dashboard queries', () => {
       expect(discarded.jobs.length).toBeGreaterThan(0);
       expect(discarded.jobs.every((j) => j.task === 'send-1' && j.state === 'discarded')).toBe(true);
       expect(discarded.jobs.map((j) => j.id)).toEqual(
-        order.slice(0, 100_000).filter((j) => j.task === 'send-1' && j.state === 'discarded').slice(0, 500).map((j) => j.id),
+        order
+          .slice(0, 100_000)
+          .filter((j) => j.task === 'send-1' && j.state === 'discarded')
+          .slice(0, 500)
+          .map((j) => j.id),
       );
     });
 

@@ -121,7 +121,15 @@ describe('bad input', () => {
       ['a class instance', new (class Money {})(), /got an instance of Money/],
       ['a bigint inside', { n: 10n }, /args.n is a bigint/],
       ['NaN inside', { n: Number.NaN }, /args.n is NaN/],
-      ['a cycle', (() => { const a: Record<string, unknown> = {}; a.self = a; return a; })(), /refers to itself/],
+      [
+        'a cycle',
+        (() => {
+          const a: Record<string, unknown> = {};
+          a.self = a;
+          return a;
+        })(),
+        /refers to itself/,
+      ],
       ['a lone surrogate in a key', { ['k\udc00']: 1 }, /cannot be stored by PostgreSQL jsonb/],
       ['a NUL in a nested value', { a: [{ b: 'x\u0000' }] }, /args.a\[0\].b contains a NUL character/],
     ])('refuses %s', async (_what, args, message) => {
@@ -181,9 +189,12 @@ describe('bad input', () => {
 
     it('args that are arrays or strings are refused whichever way they arrive: enqueueMany too', async () => {
       const before = await jobCount();
-      await expect(queue.enqueueMany([{ task: 'edge', args: {} }, { task: 'edge', args: [1] as unknown as object }])).rejects.toThrow(
-        /enqueueMany\(\) job #1: args must be a plain JSON object/,
-      );
+      await expect(
+        queue.enqueueMany([
+          { task: 'edge', args: {} },
+          { task: 'edge', args: [1] as unknown as object },
+        ]),
+      ).rejects.toThrow(/enqueueMany\(\) job #1: args must be a plain JSON object/);
       expect(await jobCount()).toBe(before);
     });
   });
@@ -229,7 +240,11 @@ describe('bad input', () => {
         });
         await expect(boot).rejects.toThrow(StampededConfigError);
         await expect(
-          bootApp(other.url, { via: 'connection', stampeded: { worker: { enabled: false }, maintenance: { enabled: false } }, queues: [{ name: 'billing_eu' }] }),
+          bootApp(other.url, {
+            via: 'connection',
+            stampeded: { worker: { enabled: false }, maintenance: { enabled: false } },
+            queues: [{ name: 'billing_eu' }],
+          }),
         ).rejects.toThrow(/would use partition stampeded_jobs_billing_eu, which already holds queue billing.eu/);
       } finally {
         await other.drop();

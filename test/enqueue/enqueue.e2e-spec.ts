@@ -35,7 +35,16 @@ describe('enqueue', () => {
     expect(byClass.deduplicated).toBe(false);
     const { rows } = await sql.query(`SELECT * FROM stampeded_jobs WHERE id = ANY($1) ORDER BY id`, [[byClass.id, byName.id]]);
     expect(rows).toHaveLength(2);
-    expect(rows[0]).toMatchObject({ queue: 'emails', task: 'send-email', args: { to: 'a@b.c' }, state: 'available', max_attempts: 5, expire_seconds: 60, dead_letter_queue: 'emails-dead', priority: 0 });
+    expect(rows[0]).toMatchObject({
+      queue: 'emails',
+      task: 'send-email',
+      args: { to: 'a@b.c' },
+      state: 'available',
+      max_attempts: 5,
+      expire_seconds: 60,
+      dead_letter_queue: 'emails-dead',
+      priority: 0,
+    });
     expect(rows[1]).toMatchObject({ priority: 3, tenant_id: 't1', destination: 'smtp' });
   });
 
@@ -52,9 +61,7 @@ describe('enqueue', () => {
   });
 
   it('gives racing duplicates one job and one id, whichever connection wins', async () => {
-    const racers = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => queue.enqueue('race', { i }, { dedup: { scope: 'race:1' } })),
-    );
+    const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => queue.enqueue('race', { i }, { dedup: { scope: 'race:1' } })));
     expect(new Set(racers.map((r) => r.id)).size).toBe(1);
     expect(racers.filter((r) => !r.deduplicated)).toHaveLength(1);
     const { rows } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE task = 'race'`);
@@ -89,7 +96,7 @@ describe('enqueue', () => {
     },
   );
 
-  it('fills what a job does not set from the jobs table\'s column defaults, read at startup', async () => {
+  it("fills what a job does not set from the jobs table's column defaults, read at startup", async () => {
     const altered = await testDatabase();
     const client = await sqlClient(altered.url);
     try {
@@ -227,8 +234,18 @@ describe('enqueue', () => {
 
   it('stores a job enqueued alone (its values as parameters) as it stores the same job in a batch (a JSON batch)', async () => {
     const options = {
-      queue: 'alone', tenantId: 't', priority: 3, destination: 'api', meta: { k: 1 }, maxAttempts: 7, expireSeconds: 60,
-      backoff: { baseMs: 10, maxMs: 100 }, maxInterruptions: 2, maxDeferrals: 4, deadLetterQueue: 'dlq', delayMs: 5000,
+      queue: 'alone',
+      tenantId: 't',
+      priority: 3,
+      destination: 'api',
+      meta: { k: 1 },
+      maxAttempts: 7,
+      expireSeconds: 60,
+      backoff: { baseMs: 10, maxMs: 100 },
+      maxInterruptions: 2,
+      maxDeferrals: 4,
+      deadLetterQueue: 'dlq',
+      delayMs: 5000,
     };
     const alone = await queue.enqueue('same', { n: 1 }, options);
     const [batched] = await queue.enqueueMany([

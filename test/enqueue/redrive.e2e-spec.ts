@@ -122,7 +122,9 @@ describe('QueueService.redrive()', () => {
     expect(await snapshot()).toEqual(before);
 
     // The three declined cards share one fingerprint: the numbers are normalised out.
-    const { rows: fingerprints } = await sql.query(`SELECT DISTINCT encode(error_fingerprint, 'hex') AS hex FROM stampeded_jobs WHERE queue = 'billing' AND task = 'charge'`);
+    const { rows: fingerprints } = await sql.query(
+      `SELECT DISTINCT encode(error_fingerprint, 'hex') AS hex FROM stampeded_jobs WHERE queue = 'billing' AND task = 'charge'`,
+    );
     expect(fingerprints).toHaveLength(1);
     const fingerprint = fingerprints[0].hex as string;
     const dry = await queue.redrive('billing-dead', { fingerprint, dryRun: true });
@@ -158,10 +160,7 @@ describe('QueueService.redrive()', () => {
 
   it('moves each copy once when two redrives of one queue run at the same time', async () => {
     upstream.failing = false;
-    const [a, b] = await Promise.all([
-      queue.redrive('imports-dead', { batchSize: 7 }),
-      queue.redrive('imports-dead', { batchSize: 7 }),
-    ]);
+    const [a, b] = await Promise.all([queue.redrive('imports-dead', { batchSize: 7 }), queue.redrive('imports-dead', { batchSize: 7 })]);
     expect(a.moved + b.moved).toBe(120);
     for (const result of [a, b]) expect(result.bySource.reduce((n, s) => n + s.jobs, 0)).toBe(result.moved);
     expect(await count(`queue = 'imports-dead'`)).toBe(0);

@@ -71,9 +71,7 @@ describe('maintenance across processes', () => {
 
     await rescuer.waitFor('reaped', (e) => (e.jobs as { id: string }[]).some((j) => j.id === id));
     await rescuer.waitFor('completed', (e) => e.id === id);
-    const [job] = (
-      await sql.query(`SELECT state, failure_kind, interruptions, attempt, attempted_by FROM stampeded_jobs WHERE id = $1`, [id])
-    ).rows;
+    const [job] = (await sql.query(`SELECT state, failure_kind, interruptions, attempt, attempted_by FROM stampeded_jobs WHERE id = $1`, [id])).rows;
     expect(job).toMatchObject({ state: 'completed', failure_kind: 'worker_missing', interruptions: 1, attempt: 2 });
     expect(job.attempted_by).toHaveLength(2);
     expect(job.attempted_by[0]).toBe(doomedWorker);

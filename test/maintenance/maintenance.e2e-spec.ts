@@ -82,8 +82,7 @@ describe('maintenance', () => {
 
     const LETTER_COLUMNS = `queue, task, args, meta, tenant_id, priority, destination, source_queue, source_attempts, max_attempts,
                             dead_letter_queue, state, attempt`;
-    const letterOf = async (id: string) =>
-      (await sql.query(`SELECT ${LETTER_COLUMNS} FROM stampeded_jobs WHERE source_id = $1`, [id])).rows;
+    const letterOf = async (id: string) => (await sql.query(`SELECT ${LETTER_COLUMNS} FROM stampeded_jobs WHERE source_id = $1`, [id])).rows;
 
     it('the reaper dead-letters a job whose interruption budget is spent, as stampeded_fail does (the seed did not)', async () => {
       // The seed's reaper: the job is discarded, and its dead letter never arrives.
@@ -99,12 +98,12 @@ describe('maintenance', () => {
       const reaped = await executingJob(DEAD);
       const failed = await executingJob(LIVE);
       await sql.query(`SELECT * FROM stampeded_reap(interval '1 minute')`);
-      const [outcome] = (
-        await sql.query(`SELECT * FROM stampeded_fail('work', $1, $2, 2::smallint, 'worker_exited', 'child died', NULL, 137)`, [failed, LIVE])
-      ).rows;
+      const [outcome] = (await sql.query(`SELECT * FROM stampeded_fail('work', $1, $2, 2::smallint, 'worker_exited', 'child died', NULL, 137)`, [failed, LIVE]))
+        .rows;
       expect(outcome).toEqual({ was: 'executing', now_state: 'discarded', dead_lettered: true });
 
-      const [job] = (await sql.query(`SELECT state, failure_kind, interruptions, finished_at, claimed_by, errors FROM stampeded_jobs WHERE id = $1`, [reaped])).rows;
+      const [job] = (await sql.query(`SELECT state, failure_kind, interruptions, finished_at, claimed_by, errors FROM stampeded_jobs WHERE id = $1`, [reaped]))
+        .rows;
       expect(job).toMatchObject({ state: 'discarded', failure_kind: 'worker_missing', interruptions: 2, claimed_by: null });
       expect(job.finished_at).not.toBeNull();
       expect(job.errors).toEqual([expect.objectContaining({ kind: 'worker_missing', attempt: 2 })]);
@@ -134,8 +133,7 @@ describe('maintenance', () => {
             [LIVE],
           )
         ).rows[0].id as string;
-      const fail = (id: string) =>
-        sql.query(`SELECT * FROM stampeded_fail('work', $1, $2, 3::smallint, 'worker_exited', 'child died', NULL, 137)`, [id, LIVE]);
+      const fail = (id: string) => sql.query(`SELECT * FROM stampeded_fail('work', $1, $2, 3::smallint, 'worker_exited', 'child died', NULL, 137)`, [id, LIVE]);
 
       await schemaAt('seed_last_attempt', 1);
       const parked = await lastAttempt();
@@ -180,9 +178,7 @@ describe('maintenance', () => {
     const leader = leaderOf()[0];
     const leaderApp = [a, b, c][services.indexOf(leader)];
     const followers = services.filter((s) => s !== leader);
-    const elected = Promise.race(
-      followers.map((s) => firstValueFrom(s.events$.pipe(filter((e: MaintenanceEvent) => e.type === 'elected')))),
-    );
+    const elected = Promise.race(followers.map((s) => firstValueFrom(s.events$.pipe(filter((e: MaintenanceEvent) => e.type === 'elected')))));
     const closedAt = Date.now();
     await leaderApp.close();
     apps.splice(apps.indexOf(leaderApp), 1);
@@ -283,7 +279,9 @@ describe('maintenance', () => {
     expect(result).toMatchObject({ jobsDeleted: 100_000, backlogLeft: false });
     expect(result.batches).toBeGreaterThanOrEqual(10);
     const [{ old, recent }] = (
-      await sql.query(`SELECT count(*) FILTER (WHERE task = 'x')::int AS old, count(*) FILTER (WHERE task = 'recent')::int AS recent FROM stampeded_jobs WHERE queue = 'old'`)
+      await sql.query(
+        `SELECT count(*) FILTER (WHERE task = 'x')::int AS old, count(*) FILTER (WHERE task = 'recent')::int AS recent FROM stampeded_jobs WHERE queue = 'old'`,
+      )
     ).rows;
     expect({ old, recent }).toEqual({ old: 0, recent: 500 });
     // Workers completed jobs while the pruner ran, not only after it.
@@ -292,7 +290,8 @@ describe('maintenance', () => {
     ).rows;
     expect(during).toBeGreaterThan(0);
     await waitFor(
-      async () => (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE queue = 'live' AND args ? 'n' AND state = 'completed'`)).rows[0].n === enqueued,
+      async () =>
+        (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE queue = 'live' AND args ? 'n' AND state = 'completed'`)).rows[0].n === enqueued,
       'every live job to complete',
     );
     // The counters followed the deletes.
@@ -340,7 +339,10 @@ describe('maintenance', () => {
 
   it('recounts a queue on demand', async () => {
     const app = await boot({ stampeded: { maintenance: MANUAL, worker: { enabled: false } } });
-    await app.get(QueueService).enqueueMany([{ task: 't', args: {}, options: { queue: 'recount' } }, { task: 't', args: {}, options: { queue: 'recount' } }]);
+    await app.get(QueueService).enqueueMany([
+      { task: 't', args: {}, options: { queue: 'recount' } },
+      { task: 't', args: {}, options: { queue: 'recount' } },
+    ]);
     await sql.query(`UPDATE stampeded_queue_counts SET n = 999 WHERE queue = 'recount'`);
     await app.get(MaintenanceService).recountQueue('recount');
     const rows = (await sql.query(`SELECT state, n::int FROM stampeded_queue_counts_total WHERE queue = 'recount'`)).rows;
@@ -351,7 +353,9 @@ describe('maintenance', () => {
     const app = await boot({ queues: [{ name: 'sparse' }], stampeded: { maintenance: { ...MANUAL, reindex: true }, worker: { enabled: false } } });
     const service = app.get(MaintenanceService);
     // 60,000 rows, then all but 50 gone: the primary key keeps its pages.
-    await sql.query(`INSERT INTO stampeded_jobs_sparse (queue, task, state, finished_at) SELECT 'sparse', 'x', 'completed', now() FROM generate_series(1, 60000)`);
+    await sql.query(
+      `INSERT INTO stampeded_jobs_sparse (queue, task, state, finished_at) SELECT 'sparse', 'x', 'completed', now() FROM generate_series(1, 60000)`,
+    );
     await sql.query(`DELETE FROM stampeded_jobs_sparse WHERE id NOT IN (SELECT id FROM stampeded_jobs_sparse LIMIT 50)`);
     await sql.query(`VACUUM ANALYZE stampeded_jobs_sparse`);
 

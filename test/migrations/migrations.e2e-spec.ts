@@ -32,7 +32,9 @@ describe('migrations', () => {
       );
       expect(fns.filter((f) => f.n !== 1)).toEqual([]);
       const names = fns.map((f) => f.proname);
-      expect(names).toEqual(expect.arrayContaining(['stampeded_claim_batch', 'stampeded_fail', 'stampeded_reap', 'stampeded_complete_many', 'stampeded_checkpoint']));
+      expect(names).toEqual(
+        expect.arrayContaining(['stampeded_claim_batch', 'stampeded_fail', 'stampeded_reap', 'stampeded_complete_many', 'stampeded_checkpoint']),
+      );
       expect(names).toEqual(expect.arrayContaining(['stampeded_claim', 'stampeded_complete', 'stampeded_heartbeat']));
       const { rows: recorded } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_schema_functions`);
       expect(recorded[0].n).toBe(applied.functions.length);

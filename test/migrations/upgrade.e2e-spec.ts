@@ -121,7 +121,15 @@ describe('upgrading an install recorded under the earlier numbering', () => {
     const unpaused = { paused: false, paused_by: null, pause_reason: null, paused_at: null };
     expect(pauses).toEqual([
       { queue: 'capped', ...unpaused, verdict: 'hold', reason: 'max_running: 5 claimed or executing, cap 5' },
-      { queue: 'mail', paused: true, paused_by: 'ana', pause_reason: 'migrating: the mail server', paused_at: at, verdict: 'hold', reason: 'paused by ana: migrating: the mail server' },
+      {
+        queue: 'mail',
+        paused: true,
+        paused_by: 'ana',
+        pause_reason: 'migrating: the mail server',
+        paused_at: at,
+        verdict: 'hold',
+        reason: 'paused by ana: migrating: the mail server',
+      },
       { queue: 'reports', paused: true, paused_by: 'ops (dashboard)', pause_reason: null, paused_at: at, verdict: 'hold', reason: 'paused by ops (dashboard)' },
       { queue: 'resumed', ...unpaused, verdict: 'steady', reason: 'resumed by ana' },
       { queue: 'said-so', ...unpaused, verdict: 'steady', reason: 'paused by nobody: a steady verdict was never a pause' },
@@ -141,7 +149,13 @@ describe('upgrading an install recorded under the earlier numbering', () => {
       // The service reads the pause from its columns, and a resume clears them.
       const control = app.get(QueueControlService);
       expect(await control.policy('mail')).toMatchObject({ paused: true, pausedBy: 'ana', pauseReason: 'migrating: the mail server', pausedAt: at });
-      expect(await control.resume('mail', { by: 'ana' })).toMatchObject({ paused: false, pausedBy: null, pauseReason: null, pausedAt: null, verdict: 'steady' });
+      expect(await control.resume('mail', { by: 'ana' })).toMatchObject({
+        paused: false,
+        pausedBy: null,
+        pauseReason: null,
+        pausedAt: null,
+        verdict: 'steady',
+      });
     } finally {
       await app.close();
     }

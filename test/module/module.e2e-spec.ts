@@ -3,16 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type pg from 'pg';
-import {
-  InjectQueue,
-  Queue,
-  QueueService,
-  StampededModule,
-  Task,
-  migrate,
-  type JobContext,
-  type TaskHandler,
-} from '@stampeded/nestjs';
+import { InjectQueue, Queue, QueueService, StampededModule, Task, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { TestClock, drain, expectEnqueued, type TestDatabase } from '@stampeded/testing';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -31,8 +22,7 @@ class Mailer {
   constructor(@InjectQueue('mail') readonly emails: Queue) {}
 }
 
-const create = (module: unknown) =>
-  NestFactory.createApplicationContext(module as any, { logger: false, abortOnError: false });
+const create = (module: unknown) => NestFactory.createApplicationContext(module as any, { logger: false, abortOnError: false });
 
 describe('StampededModule', () => {
   let db: TestDatabase;
@@ -177,7 +167,10 @@ describe('StampededModule', () => {
   it('registerQueue provisions a partition (UNLOGGED when asked) and injects a queue handle', async () => {
     const app = await bootApp(db.url, {
       providers: [Mailer],
-      queues: [{ name: 'mail', defaultJobOptions: { maxAttempts: 7 } }, { name: 'metrics', unlogged: true }],
+      queues: [
+        { name: 'mail', defaultJobOptions: { maxAttempts: 7 } },
+        { name: 'metrics', unlogged: true },
+      ],
       stampeded: { worker: { enabled: false } },
     });
     const { rows } = await sql.query(

@@ -65,6 +65,8 @@ describe('the schema option', () => {
     expect(notified.map((n) => n.channel)).not.toContain('alpha.stampeded_insert');
     // The completion is recorded after the handler returns.
     await waitFor(async () => (await beta.get(QueueService).counts('q')).completed === 1, "beta's counters to count the job completed");
-    expect((await sql.query(`SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'stampeded_queue_counts' AND schemaname = 'public'`)).rows[0].n).toBe(0);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'stampeded_queue_counts' AND schemaname = 'public'`)).rows[0].n).toBe(
+      0,
+    );
   });
 });

@@ -270,8 +270,11 @@ describe('fault suite: one database, four workers', () => {
         // that holds nothing leaves nothing to reap.
         await waitFor(
           async () =>
-            (await sql.query(`SELECT EXISTS (SELECT 1 FROM stampeded_jobs WHERE claimed_by = $1 AND state IN ('claimed', 'executing')) AS holds`, [victim.workerId]))
-              .rows[0].holds || null,
+            (
+              await sql.query(`SELECT EXISTS (SELECT 1 FROM stampeded_jobs WHERE claimed_by = $1 AND state IN ('claimed', 'executing')) AS holds`, [
+                victim.workerId,
+              ])
+            ).rows[0].holds || null,
           'the victim to hold a job',
           10_000,
           5,
@@ -364,28 +367,30 @@ describe('fault suite: one database, four workers', () => {
     await settled(sql, [rows[0].id], Date.now(), 30_000, ['discarded']);
     const [poison] = (await sql.query(`SELECT state, failure_kind, interruptions FROM stampeded_jobs WHERE id = $1`, [rows[0].id])).rows;
     expect(poison).toEqual({ state: 'discarded', failure_kind: 'worker_missing', interruptions: 2 });
-    expect(
-      (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE queue = 'chaos-dead' AND source_id = $1`, [rows[0].id])).rows[0].n,
-    ).toBe(1);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE queue = 'chaos-dead' AND source_id = $1`, [rows[0].id])).rows[0].n).toBe(1);
     // Two runs, two deaths: the budget, not a crash loop.
     expect(fleet.deaths - deathsBefore).toBe(2);
     expectClean(figure);
     await fleet.readyAll();
   }, 120_000);
 
-  (FULL ? it : it.skip)('a handler that leaks memory until its process dies: max_interruptions stops it, the rest run on', async () => {
-    const deathsBefore = fleet.deaths;
-    const { rows } = await sql.query(
-      `INSERT INTO stampeded_jobs (queue, task, max_interruptions, dead_letter_queue) VALUES ('chaos', 'leaks', 1, 'chaos-dead') RETURNING id::text`,
-    );
-    const figure = await phase(fleet, sql, { fault: 'a handler that leaks memory', jobs: Math.round(JOBS / 2), inject: async () => {} });
-    await settled(sql, [rows[0].id], Date.now(), 60_000, ['discarded']);
-    const [leaky] = (await sql.query(`SELECT state, failure_kind, interruptions FROM stampeded_jobs WHERE id = $1`, [rows[0].id])).rows;
-    expect(leaky).toEqual({ state: 'discarded', failure_kind: 'worker_missing', interruptions: 2 });
-    expect(fleet.deaths - deathsBefore).toBe(2);
-    expectClean(figure);
-    await fleet.readyAll();
-  }, 180_000);
+  (FULL ? it : it.skip)(
+    'a handler that leaks memory until its process dies: max_interruptions stops it, the rest run on',
+    async () => {
+      const deathsBefore = fleet.deaths;
+      const { rows } = await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, max_interruptions, dead_letter_queue) VALUES ('chaos', 'leaks', 1, 'chaos-dead') RETURNING id::text`,
+      );
+      const figure = await phase(fleet, sql, { fault: 'a handler that leaks memory', jobs: Math.round(JOBS / 2), inject: async () => {} });
+      await settled(sql, [rows[0].id], Date.now(), 60_000, ['discarded']);
+      const [leaky] = (await sql.query(`SELECT state, failure_kind, interruptions FROM stampeded_jobs WHERE id = $1`, [rows[0].id])).rows;
+      expect(leaky).toEqual({ state: 'discarded', failure_kind: 'worker_missing', interruptions: 2 });
+      expect(fleet.deaths - deathsBefore).toBe(2);
+      expectClean(figure);
+      await fleet.readyAll();
+    },
+    180_000,
+  );
 });
 
 describe('fault suite: PostgreSQL stopped and restarted mid-run', () => {

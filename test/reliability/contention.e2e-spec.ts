@@ -25,8 +25,7 @@ describe('contention (migration 5)', () => {
   });
 
   const worker = async () => (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id as string;
-  const insert = (queue: string, n: number) =>
-    sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2)`, [queue, n]);
+  const insert = (queue: string, n: number) => sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2)`, [queue, n]);
   const claim = async (client: pg.Client, queue: string, workerId: string, limit: number) =>
     (await client.query(`SELECT id::text, queue, attempt FROM stampeded_claim_batch($1, $2, $3)`, [queue, workerId, limit])).rows as {
       id: string;
@@ -34,7 +33,7 @@ describe('contention (migration 5)', () => {
       attempt: number;
     }[];
 
-  it("holds no lock on a row it did not return: the owner of a job claimed just before can complete it at once", async () => {
+  it('holds no lock on a row it did not return: the owner of a job claimed just before can complete it at once', async () => {
     await sql.query(`SELECT stampeded_create_queue('owners')`);
     await insert('owners', 20);
     const [a, b, c] = clients.slice(1, 4);

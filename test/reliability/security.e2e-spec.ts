@@ -138,13 +138,17 @@ describe('security: no SQL built from user input', () => {
 
     it.each(PAYLOADS)('enqueue stores %s verbatim in every string field, and the job runs', async (payload) => {
       const events = app.get(JobEvents);
-      const { id } = await queue.enqueue(payload, { [payload]: payload }, {
-        queue: 'secure',
-        tenantId: payload,
-        destination: payload,
-        dedup: { scope: payload },
-        meta: { [payload]: payload },
-      });
+      const { id } = await queue.enqueue(
+        payload,
+        { [payload]: payload },
+        {
+          queue: 'secure',
+          tenantId: payload,
+          destination: payload,
+          dedup: { scope: payload },
+          meta: { [payload]: payload },
+        },
+      );
       const [row] = (await q(`SELECT task, args, meta, tenant_id, destination FROM $S.stampeded_jobs WHERE id = $1`, [id])).rows;
       expect(row).toEqual({ task: payload, args: { [payload]: payload }, meta: { nestjs: { [payload]: payload } }, tenant_id: payload, destination: payload });
       expect((await queue.getJob(id))?.dedupScope).toBe(payload);
@@ -184,7 +188,9 @@ describe('security: no SQL built from user input', () => {
     it('a schema name that needs quoting is refused before anything is created, by migrate() and by the module', async () => {
       for (const hostile of [`we"ird'; DROP TABLE canary; --`, 'MyApp', 'tenant-1', 'x'.repeat(64)]) {
         await expect(migrate(db.url, { schema: hostile })).rejects.toThrow(/is not supported: use a plain lower-case identifier/);
-        await expect(bootApp(db.url, { via: 'connection', stampeded: { schema: hostile, worker: { enabled: false } } })).rejects.toThrow(/is not supported|1 to 63 characters/);
+        await expect(bootApp(db.url, { via: 'connection', stampeded: { schema: hostile, worker: { enabled: false } } })).rejects.toThrow(
+          /is not supported|1 to 63 characters/,
+        );
       }
       expect((await sql.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname IN ('MyApp', 'tenant-1')`)).rows[0].n).toBe(0);
     });

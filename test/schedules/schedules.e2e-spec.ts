@@ -80,7 +80,13 @@ describe('schedules', () => {
     clock.set('2026-06-01T01:00:05Z');
     const fired = await schedules.fireDue();
     expect(fired).toEqual([
-      { key: 'nightly-report', dueAt: new Date('2026-06-01T01:00:00Z'), jobId: expect.any(String), outcome: 'fired', nextRunAt: new Date('2026-06-02T01:00:00Z') },
+      {
+        key: 'nightly-report',
+        dueAt: new Date('2026-06-01T01:00:00Z'),
+        jobId: expect.any(String),
+        outcome: 'fired',
+        nextRunAt: new Date('2026-06-02T01:00:00Z'),
+      },
     ]);
     expect(await schedules.fireDue()).toEqual([]);
     expect(await jobsOf('nightly-report')).toEqual([
@@ -303,7 +309,9 @@ describe('schedules', () => {
       class BrokenCron {
         handle() {}
       }
-      await expect(boot(new TestClock(Date.now()), [BrokenCron])).rejects.toThrow(/Schedule "broken-cron": cron "every day at noon" is not a valid cron expression/);
+      await expect(boot(new TestClock(Date.now()), [BrokenCron])).rejects.toThrow(
+        /Schedule "broken-cron": cron "every day at noon" is not a valid cron expression/,
+      );
 
       @Task('no-rule', { schedule: { timezone: 'Europe/Berlin' } })
       class NoRule {

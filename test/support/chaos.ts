@@ -255,10 +255,7 @@ export async function settled(sql: pg.Pool, ids: string[], since: number, timeou
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      const { rows } = await sql.query(
-        `SELECT count(*)::int AS n FROM stampeded_jobs WHERE id = ANY($1::uuid[]) AND state = ANY($2::text[])`,
-        [ids, states],
-      );
+      const { rows } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE id = ANY($1::uuid[]) AND state = ANY($2::text[])`, [ids, states]);
       if (rows[0].n === ids.length) return Date.now() - since;
     } catch {
       // the server may be restarting

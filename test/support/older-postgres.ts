@@ -17,9 +17,10 @@ export async function startPostgres17(): Promise<{ url: string; stop(): Promise<
   const root = await mkdtemp(join(tmpdir(), 'stampeded-pg17-'));
   await chmod(root, 0o755);
   const data = join(root, 'data');
-  const asPostgres = process.getuid?.() === 0
-    ? { uid: Number(execFileSync('id', ['-u', 'postgres']).toString()), gid: Number(execFileSync('id', ['-g', 'postgres']).toString()) }
-    : {};
+  const asPostgres =
+    process.getuid?.() === 0
+      ? { uid: Number(execFileSync('id', ['-u', 'postgres']).toString()), gid: Number(execFileSync('id', ['-g', 'postgres']).toString()) }
+      : {};
   const port = await new Promise<number>((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
       const { port } = s.address() as { port: number };

@@ -9,7 +9,6 @@ import { bootApp, migratedDatabase, sqlClient, waitFor } from '../support/test-a
 
 const runs = new Map<string, number>();
 
-
 @Task('counted', { queue: 'batched' })
 class Counted implements TaskHandler<{ n: number }> {
   handle(_: { n: number }, ctx: JobContext) {
@@ -28,9 +27,9 @@ describe('batched outcomes', () => {
   });
 
   const insert = async (queue: string, n: number) =>
-    (
-      await sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2) RETURNING id::text`, [queue, n])
-    ).rows.map((r) => r.id as string);
+    (await sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT $1, 'x' FROM generate_series(1, $2) RETURNING id::text`, [queue, n])).rows.map(
+      (r) => r.id as string,
+    );
   const rowOf = async (id: string) => (await sql.query(`SELECT state, claimed_by::text, attempt FROM stampeded_jobs WHERE id = $1`, [id])).rows[0];
 
   it('records nothing for the jobs of a batch that the worker lost, and completes the rest', async () => {
@@ -42,14 +41,9 @@ describe('batched outcomes', () => {
     const [kept1, reaped, reclaimed, stale, kept2, cancelled] = claimed;
 
     // Lost to the reaper and waiting for its retry.
-    await sql.query(
-      `UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, failure_kind = 'worker_missing' WHERE id = $1`,
-      [reaped.id],
-    );
+    await sql.query(`UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, failure_kind = 'worker_missing' WHERE id = $1`, [reaped.id]);
     // Lost to the reaper and already claimed again, by another worker.
-    await sql.query(`UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, scheduled_at = now() - interval '1 hour' WHERE id = $1`, [
-      reclaimed.id,
-    ]);
+    await sql.query(`UPDATE stampeded_jobs SET state = 'retryable', claimed_by = NULL, scheduled_at = now() - interval '1 hour' WHERE id = $1`, [reclaimed.id]);
     const again = await claim('fenced', b, 1);
     expect(again.map((j) => j.id)).toEqual([reclaimed.id]);
     // Cancelled while it ran.
@@ -96,7 +90,7 @@ describe('batched outcomes', () => {
     expect(actual).toEqual([{ state: 'completed', n: 2000 }]);
   });
 
-  it('claims what the seed\'s claim would, in the same order, with the same changes to each row', async () => {
+  it("claims what the seed's claim would, in the same order, with the same changes to each row", async () => {
     await sql.query(`SELECT stampeded_create_queue('same')`);
     // Priorities, due times, a job not yet due, one out of attempts, one with a full attempted_by ring.
     await sql.query(
@@ -108,7 +102,11 @@ describe('batched outcomes', () => {
     );
     await sql.query(`INSERT INTO stampeded_jobs (queue, task, scheduled_at) VALUES ('same', 'later', now() + interval '1 hour')`);
     const snapshot = async () =>
-      (await sql.query(`SELECT id::text, state, attempt, claimed_by::text, attempted_by, heartbeat_at = claimed_at AS seeded FROM stampeded_jobs WHERE queue = 'same' ORDER BY id`)).rows;
+      (
+        await sql.query(
+          `SELECT id::text, state, attempt, claimed_by::text, attempted_by, heartbeat_at = claimed_at AS seeded FROM stampeded_jobs WHERE queue = 'same' ORDER BY id`,
+        )
+      ).rows;
 
     const a = await worker();
     await sql.query('BEGIN');
@@ -176,7 +174,8 @@ describe('batched outcomes', () => {
       const ids = (await queue.enqueueMany(Array.from({ length: 3000 }, (_, n) => ({ task: 'counted', args: { n } })))).map((r) => r.id);
       await waitFor(async () => (await queue.counts('batched')).completed === ids.length, 'every job to be completed', 60_000);
       expect(ids.filter((id) => runs.get(id) !== 1)).toEqual([]);
-      const states = (await sql.query(`SELECT state, count(*)::int AS n, max(attempt) AS attempts FROM stampeded_jobs WHERE queue = 'batched' GROUP BY state`)).rows;
+      const states = (await sql.query(`SELECT state, count(*)::int AS n, max(attempt) AS attempts FROM stampeded_jobs WHERE queue = 'batched' GROUP BY state`))
+        .rows;
       expect(states).toEqual([{ state: 'completed', n: 3000, attempts: 1 }]);
       expect(await queue.counts('batched')).toMatchObject({ completed: 3000, executing: 0, available: 0 });
     });

@@ -45,7 +45,14 @@ class StallsOnce implements TaskHandler {
   }
 }
 
-@Task('isolated', { queue: 'isolated', isolation: 'process', processFile: fixture('child.process.mjs'), maxAttempts: 3, maxInterruptions: 5, backoff: { baseMs: 30000 } })
+@Task('isolated', {
+  queue: 'isolated',
+  isolation: 'process',
+  processFile: fixture('child.process.mjs'),
+  maxAttempts: 3,
+  maxInterruptions: 5,
+  backoff: { baseMs: 30000 },
+})
 class Isolated implements TaskHandler<{ mode: string }> {
   handle() {
     throw new Error('never runs in the worker process');

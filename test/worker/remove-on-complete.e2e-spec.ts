@@ -124,7 +124,9 @@ describe('removal on completion', () => {
     const a = await worker();
     await insert('expiring', 20, false);
     await claim('expiring', a, 20);
-    await sql.query(`UPDATE stampeded_jobs SET heartbeat_at = now() - interval '2 hours', claimed_at = now() - interval '2 hours' WHERE queue = 'expiring' AND state = 'executing'`);
+    await sql.query(
+      `UPDATE stampeded_jobs SET heartbeat_at = now() - interval '2 hours', claimed_at = now() - interval '2 hours' WHERE queue = 'expiring' AND state = 'executing'`,
+    );
     await sql.query(`ANALYZE stampeded_jobs_expiring`);
     const plan = (
       await sql.query(
@@ -149,7 +151,9 @@ describe('removal on completion', () => {
       await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       await holder.query('SELECT count(*) FROM pg_class');
       const a = await worker();
-      await sql.query(`INSERT INTO stampeded_jobs (queue, task, scheduled_at) SELECT 'held', 'old', now() - interval '1 minute' FROM generate_series(1, 20000)`);
+      await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, scheduled_at) SELECT 'held', 'old', now() - interval '1 minute' FROM generate_series(1, 20000)`,
+      );
       for (;;) {
         const jobs = await claim('held', a, 500);
         if (!jobs.length) break;
@@ -164,7 +168,11 @@ describe('removal on completion', () => {
       const explain = async (after: number | null) => {
         await sql.query('BEGIN');
         try {
-          const [{ 'QUERY PLAN': [plan] }] = (
+          const [
+            {
+              'QUERY PLAN': [plan],
+            },
+          ] = (
             await sql.query(
               `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
                SELECT task FROM stampeded_claim_batch('held', $1, 10, NULL,
@@ -172,7 +180,9 @@ describe('removal on completion', () => {
               [a, after],
             )
           ).rows;
-          const tasks = (await sql.query(`SELECT task FROM stampeded_jobs WHERE queue = 'held' AND state = 'executing' ORDER BY priority, scheduled_at`)).rows.map((r) => r.task);
+          const tasks = (
+            await sql.query(`SELECT task FROM stampeded_jobs WHERE queue = 'held' AND state = 'executing' ORDER BY priority, scheduled_at`)
+          ).rows.map((r) => r.task);
           return { buffers: plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'], tasks };
         } finally {
           await sql.query('ROLLBACK');

@@ -5,15 +5,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type pg from 'pg';
-import {
-  QueueService,
-  StampededConfigError,
-  StampededModule,
-  Task,
-  UnrecoverableError,
-  type JobContext,
-  type TaskHandler,
-} from '@stampeded/nestjs';
+import { QueueService, StampededConfigError, StampededModule, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 
@@ -56,10 +48,14 @@ const ofJob = (id: string, name = 'process traced') => named(name).filter((s) =>
 const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId;
 /** Waits for `count` finished execution spans of one job. */
 const executions = (id: string, count = 1, name = 'process traced') =>
-  waitFor(() => {
-    const found = ofJob(id, name);
-    return found.length >= count ? found : undefined;
-  }, `${count} execution span(s) of job ${id}`, 10_000);
+  waitFor(
+    () => {
+      const found = ofJob(id, name);
+      return found.length >= count ? found : undefined;
+    },
+    `${count} execution span(s) of job ${id}`,
+    10_000,
+  );
 const childOf = (parent: ReadableSpan, name: string) => named(name).find((s) => parentOf(s) === parent.spanContext().spanId);
 
 /** Runs `work` inside an active span of the caller's own, as a request handler would. */
@@ -289,7 +285,10 @@ describe('OpenTelemetry tracing', () => {
   it('tracing: false makes no spans and leaves meta alone', async () => {
     app = await bootApp(db.url, { providers: [Traced], stampeded: { tracing: false } });
     const { result } = await inRequest(() => app!.get(QueueService).enqueue(Traced, {}));
-    await waitFor(async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE id = $1 AND state = 'completed'`, [result.id])).rowCount === 1, 'the job to complete');
+    await waitFor(
+      async () => (await sql.query(`SELECT 1 FROM stampeded_jobs WHERE id = $1 AND state = 'completed'`, [result.id])).rowCount === 1,
+      'the job to complete',
+    );
     expect(spans().filter((s) => s.instrumentationScope.name === '@stampeded/nestjs')).toEqual([]);
     expect(await metaOf(result.id)).toEqual({});
   });

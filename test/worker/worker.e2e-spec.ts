@@ -1,16 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { firstValueFrom, filter, take, toArray } from 'rxjs';
 import type pg from 'pg';
-import {
-  OnJobEvent,
-  QueueService,
-  RetryAfterError,
-  Task,
-  UnrecoverableError,
-  type JobContext,
-  type JobEvent,
-  type TaskHandler,
-} from '@stampeded/nestjs';
+import { OnJobEvent, QueueService, RetryAfterError, Task, UnrecoverableError, type JobContext, type JobEvent, type TaskHandler } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 
@@ -142,7 +133,13 @@ describe('worker', () => {
   });
 
   it('runs jobs and records completion, and tells events$ and @OnJobEvent', async () => {
-    const completed = firstValueFrom(queue.events$.pipe(filter((e) => e.type === 'completed' && e.job.task === 'ok'), take(3), toArray()));
+    const completed = firstValueFrom(
+      queue.events$.pipe(
+        filter((e) => e.type === 'completed' && e.job.task === 'ok'),
+        take(3),
+        toArray(),
+      ),
+    );
     const ids = (await queue.enqueueMany([1, 2, 3].map((n) => ({ task: 'ok', args: { n } })))).map((r) => r.id);
     const events = await completed;
     expect(events.map((e) => e.result)).toEqual(expect.arrayContaining([{ doubled: 2 }, { doubled: 4 }, { doubled: 6 }]));
@@ -151,19 +148,37 @@ describe('worker', () => {
   });
 
   it('hands the handler a context that shows the job and nothing of the worker, and reports the claimed job as stored', async () => {
-    const completed = firstValueFrom(queue.events$.pipe(filter((e) => e.type === 'completed' && e.job.task === 'introspect'), take(1)));
+    const completed = firstValueFrom(
+      queue.events$.pipe(
+        filter((e) => e.type === 'completed' && e.job.task === 'introspect'),
+        take(1),
+      ),
+    );
     const { id } = await queue.enqueue('introspect', {}, { tenantId: 't1', destination: 'api', meta: { k: 'v' } });
     const event = await completed;
     const handler = app.get(Introspect);
     expect(handler.keys.sort()).toEqual(['attempt', 'checkpoint', 'destination', 'id', 'maxAttempts', 'meta', 'queue', 'task', 'tenantId']);
     expect(handler.serialised).toEqual({
-      id, queue: 'work', task: 'introspect', attempt: 1, maxAttempts: 25, tenantId: 't1', destination: 'api', meta: { nestjs: { k: 'v' } }, checkpoint: null,
+      id,
+      queue: 'work',
+      task: 'introspect',
+      attempt: 1,
+      maxAttempts: 25,
+      tenantId: 't1',
+      destination: 'api',
+      meta: { nestjs: { k: 'v' } },
+      checkpoint: null,
     });
     // The claim sends times as numbers and leaves out a first attempt's attempted_by; the job says what the row says.
     const row = await job(id);
     expect(event.job.attemptedBy).toEqual(row.attempted_by);
     expect(event.job.attemptedBy).toEqual([event.workerId]);
-    for (const [field, column] of [['scheduledAt', 'scheduled_at'], ['insertedAt', 'inserted_at'], ['heartbeatAt', 'heartbeat_at'], ['claimedAt', 'claimed_at']] as const) {
+    for (const [field, column] of [
+      ['scheduledAt', 'scheduled_at'],
+      ['insertedAt', 'inserted_at'],
+      ['heartbeatAt', 'heartbeat_at'],
+      ['claimedAt', 'claimed_at'],
+    ] as const) {
       expect(event.job[field]).toBeInstanceOf(Date);
       expect(Math.abs((event.job[field] as Date).getTime() - (row[column] ?? row.heartbeat_at).getTime())).toBeLessThan(1);
     }
@@ -186,7 +201,15 @@ describe('worker', () => {
     expect(row.error_fingerprint).not.toBeNull();
     const { rows: dead } = await sql.query(`SELECT * FROM stampeded_jobs WHERE source_id = $1`, [id]);
     expect(dead).toHaveLength(1);
-    expect(dead[0]).toMatchObject({ queue: 'work-dead', task: 'doomed', args: { x: 1 }, source_queue: 'work', source_attempts: 2, dead_letter_queue: null, meta: { nestjs: { origin: 'test' } } });
+    expect(dead[0]).toMatchObject({
+      queue: 'work-dead',
+      task: 'doomed',
+      args: { x: 1 },
+      source_queue: 'work',
+      source_attempts: 2,
+      dead_letter_queue: null,
+      meta: { nestjs: { origin: 'test' } },
+    });
   });
 
   it('discards an UnrecoverableError at once', async () => {

@@ -25,9 +25,7 @@ export class DemoRunner {
   }
 
   async run(): Promise<void> {
-    const emails = await this.queue.enqueueMany(
-      Array.from({ length: 40 }, (_, i) => ({ task: SendWelcomeEmail, args: { to: `user${i}@example.com` } })),
-    );
+    const emails = await this.queue.enqueueMany(Array.from({ length: 40 }, (_, i) => ({ task: SendWelcomeEmail, args: { to: `user${i}@example.com` } })));
     // Inside the app's own transaction: the job exists only if the order does.
     await this.dataSource.transaction(async (manager) => {
       await this.queue.enqueue(ChargeCard, { order: 1001, cents: 4999 }, { manager });
@@ -41,7 +39,12 @@ export class DemoRunner {
     this.logger.log(`enqueued ${emails.length + 5} jobs across 5 queues`);
 
     // Cancel the long report once it is under way.
-    await firstValueFrom(this.queue.events$.pipe(filter((e) => e.type === 'active' && e.job.id === report.id), take(1)));
+    await firstValueFrom(
+      this.queue.events$.pipe(
+        filter((e) => e.type === 'active' && e.job.id === report.id),
+        take(1),
+      ),
+    );
     await new Promise((r) => setTimeout(r, 500));
     const cancelled = await this.queue.cancel(report.id);
     this.logger.log(`cancelled the running report: ${cancelled.cancelled}`);
@@ -91,14 +94,14 @@ export class DemoRunner {
   }
 
   private async printSummary(): Promise<void> {
-    const rows: Array<{ queue: string; task: string; state: string; jobs: number; attempts: number; kinds: string | null }> =
-      await this.dataSource.query(
-        `SELECT queue, task, state, count(*)::int AS jobs, max(attempt)::int AS attempts,
+    const rows: Array<{ queue: string; task: string; state: string; jobs: number; attempts: number; kinds: string | null }> = await this.dataSource.query(
+      `SELECT queue, task, state, count(*)::int AS jobs, max(attempt)::int AS attempts,
                 string_agg(DISTINCT failure_kind, ',') AS kinds
            FROM stampeded_jobs GROUP BY queue, task, state ORDER BY queue, task, state`,
-      );
+    );
     const lines = rows.map(
-      (r) => `  ${r.queue.padEnd(13)} ${r.task.padEnd(19)} ${r.state.padEnd(10)} ${String(r.jobs).padStart(4)} job(s)` +
+      (r) =>
+        `  ${r.queue.padEnd(13)} ${r.task.padEnd(19)} ${r.state.padEnd(10)} ${String(r.jobs).padStart(4)} job(s)` +
         `  max attempt ${r.attempts}${r.kinds ? `  (${r.kinds})` : ''}`,
     );
     this.logger.log(`summary, from the database:\n${lines.join('\n')}`);

@@ -8,8 +8,7 @@ export const AUTH_REQUIRED = () =>
 export const BAD_AUTH = (got: string) =>
   `StampededDashboardModule.forRoot(): auth must be { username, password }, a guard class or a function (request) => boolean; got ${got}.`;
 
-export const BAD_PATH = (path: unknown) =>
-  `StampededDashboardModule.forRoot(): path must be a URL path such as '/stampeded', got ${JSON.stringify(path)}.`;
+export const BAD_PATH = (path: unknown) => `StampededDashboardModule.forRoot(): path must be a URL path such as '/stampeded', got ${JSON.stringify(path)}.`;
 
 export const UNKNOWN_DASHBOARD_OPTIONS = (unknown: string[], allowed: readonly string[]) =>
   `StampededDashboardModule.forRoot(): unknown option(s) ${unknown.join(', ')}. Allowed: ${allowed.join(', ')}.`;
@@ -34,5 +33,4 @@ export const BAD_SCAN = (value: string, max: number) =>
 
 export const BAD_CURSOR = () => `The page cursor is not one this dashboard wrote: start again from the first page.`;
 
-export const NOT_ACTIONABLE = (action: string, id: string, state: string) =>
-  `Job ${id} is ${state}: ${action} does nothing to a job in that state.`;
+export const NOT_ACTIONABLE = (action: string, id: string, state: string) => `Job ${id} is ${state}: ${action} does nothing to a job in that state.`;

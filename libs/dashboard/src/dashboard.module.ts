@@ -27,9 +27,10 @@ export function resolveDashboardOptions(options: StampededDashboardOptions | und
   const auth = options.auth;
   let resolved: ResolvedDashboardOptions['auth'];
   if (typeof auth === 'function') {
-    resolved = typeof (auth as Type<CanActivate>).prototype?.canActivate === 'function'
-      ? { kind: 'guard', guard: auth as Type<CanActivate> }
-      : { kind: 'function', check: auth as (r: any) => boolean };
+    resolved =
+      typeof (auth as Type<CanActivate>).prototype?.canActivate === 'function'
+        ? { kind: 'guard', guard: auth as Type<CanActivate> }
+        : { kind: 'function', check: auth as (r: any) => boolean };
   } else if (typeof auth === 'object' && typeof auth.username === 'string' && typeof auth.password === 'string') {
     // An empty password is a door left open with a sign on it.
     if (!auth.username || !auth.password) throw new DashboardConfigError(BAD_AUTH('basic credentials with an empty username or password'));
@@ -38,7 +39,8 @@ export function resolveDashboardOptions(options: StampededDashboardOptions | und
     throw new DashboardConfigError(BAD_AUTH(typeof auth === 'object' ? `an object with keys ${Object.keys(auth).join(', ') || '(none)'}` : typeof auth));
   }
   const refreshSeconds = options.refreshSeconds ?? 5;
-  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 0) throw new DashboardConfigError(`StampededDashboardModule.forRoot(): refreshSeconds must be a whole number of 0 or more.`);
+  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 0)
+    throw new DashboardConfigError(`StampededDashboardModule.forRoot(): refreshSeconds must be a whole number of 0 or more.`);
   return { path, auth: resolved, readOnly: options.readOnly ?? false, refreshSeconds };
 }
 

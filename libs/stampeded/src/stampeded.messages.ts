@@ -44,15 +44,12 @@ export const UNKNOWN_TASK = (name: string, known: string[]) =>
   `No task named "${name}" is registered in this app${known.length ? ` (known: ${known.join(', ')})` : ''}. ` +
   `Enqueue it by name only if another process handles it, or check the name in @Task().`;
 
-export const NOT_A_TASK_CLASS = (className: string) =>
-  `${className} is not a task: mark it with @Task('name') or enqueue by task name.`;
+export const NOT_A_TASK_CLASS = (className: string) => `${className} is not a task: mark it with @Task('name') or enqueue by task name.`;
 
-export const INVALID_OPTION = (where: string, option: string, problem: string) =>
-  `${where}: ${option} ${problem}.`;
+export const INVALID_OPTION = (where: string, option: string, problem: string) => `${where}: ${option} ${problem}.`;
 
 export const UNKNOWN_OPTIONS = (where: string, unknown: string[], allowed: readonly string[]) =>
-  `${where}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((o) => `"${o}"`).join(', ')}. ` +
-  `Allowed: ${allowed.join(', ')}.`;
+  `${where}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((o) => `"${o}"`).join(', ')}. ` + `Allowed: ${allowed.join(', ')}.`;
 
 export const RENAMED_OPTION = (where: string, old: string, renamed: string) =>
   `${where}: the option "${old}" is now "${renamed}", with the same settings. Rename it (see CHANGELOG.md).`;
@@ -80,8 +77,7 @@ export const DEFAULT_QUEUE_PARTITION = (queue: string) =>
   `Its jobs live in the catch-all already; drop unlogged from its registration, or use another queue name.`;
 
 export const CHECKPOINT_TOO_LARGE = (bytes: number, max: number) =>
-  `Checkpoint is ${bytes} bytes; the limit is ${max} bytes (64 KB). ` +
-  `Store a cursor ("I have done N") rather than the set of what was done.`;
+  `Checkpoint is ${bytes} bytes; the limit is ${max} bytes (64 KB). ` + `Store a cursor ("I have done N") rather than the set of what was done.`;
 
 export const PROCESS_FILE_REQUIRED = (where: string, file: unknown) =>
   `${where}: isolation 'process' needs a processFile, the module the child process runs, ` +
@@ -91,17 +87,14 @@ export const PROCESS_FILE_REQUIRED = (where: string, file: unknown) =>
 
 export const INVALID_SCHEDULE = (key: string, field: string, problem: string) => `Schedule "${key}": ${field} ${problem}.`;
 
-export const INVALID_MAINTENANCE_OPTION = (option: string, problem: string) =>
-  `StampededModule.forRoot(): maintenance.${option} ${problem}.`;
+export const INVALID_MAINTENANCE_OPTION = (option: string, problem: string) => `StampededModule.forRoot(): maintenance.${option} ${problem}.`;
 
-export const INVALID_SCHEDULES_OPTION = (option: string, problem: string) =>
-  `StampededModule.forRoot(): schedules.${option} ${problem}.`;
+export const INVALID_SCHEDULES_OPTION = (option: string, problem: string) => `StampededModule.forRoot(): schedules.${option} ${problem}.`;
 
 export const SCHEDULE_NOT_FOUND = (key: string) =>
   `No schedule with key "${key}". List the schedules with SchedulesService.list(), or create it with upsert().`;
 
-export const INVALID_CONTROL_OPTION = (option: string, problem: string) =>
-  `StampededModule.forRoot(): control.${option} ${problem}.`;
+export const INVALID_CONTROL_OPTION = (option: string, problem: string) => `StampededModule.forRoot(): control.${option} ${problem}.`;
 
 export const BREAKER_IS_OPEN = (destination: string, waitMs: number, reason: string | null) =>
   `circuit breaker for destination "${destination}" is open${reason ? ` (${reason})` : ''}; ` +
@@ -120,8 +113,7 @@ export const PAUSE_REASON_NOT_TEXT = (what: string, reason: unknown) =>
 
 export const DESTINATION_REQUIRED = (what: string) => `${what}: give the destination, a non-empty string.`;
 
-export const INVALID_TRACING_OPTION = (option: string, problem: string) =>
-  `StampededModule.forRoot(): tracing${option ? `.${option}` : ''} ${problem}.`;
+export const INVALID_TRACING_OPTION = (option: string, problem: string) => `StampededModule.forRoot(): tracing${option ? `.${option}` : ''} ${problem}.`;
 
 export const OTEL_API_MISSING = (reason: string) =>
   `StampededModule.forRoot(): tracing is set, but @opentelemetry/api could not be loaded (${reason}). ` +
@@ -129,7 +121,5 @@ export const OTEL_API_MISSING = (reason: string) =>
 
 export const REDRIVE_UNKNOWN_QUEUE = (where: string, queue: string, deadLetterQueues: string[]) =>
   `${where}: no job has ever been in queue "${queue}", so it holds no dead letters. ` +
-  (deadLetterQueues.length
-    ? `Queues holding dead-letter copies now: ${deadLetterQueues.join(', ')}. `
-    : `No queue holds dead-letter copies now. `) +
+  (deadLetterQueues.length ? `Queues holding dead-letter copies now: ${deadLetterQueues.join(', ')}. ` : `No queue holds dead-letter copies now. `) +
   `Give the dead-letter queue's name, as a task's deadLetterQueue option sets it. Nothing was changed.`;

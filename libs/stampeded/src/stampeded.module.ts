@@ -33,19 +33,56 @@ import type {
 } from './interfaces/stampeded-options.interface.js';
 
 const CORE_PROVIDERS: Provider[] = [
-  TaskRegistry, TaskExplorer, JobEvents, QueueRegistry, QueueService, WorkerOrchestrator,
-  MaintenanceService, SchedulesService, SchedulerOrchestrator, QueueControlService,
+  TaskRegistry,
+  TaskExplorer,
+  JobEvents,
+  QueueRegistry,
+  QueueService,
+  WorkerOrchestrator,
+  MaintenanceService,
+  SchedulesService,
+  SchedulerOrchestrator,
+  QueueControlService,
 ];
 const CORE_EXPORTS = [
-  QueueService, JobEvents, TaskRegistry, QueueRegistry, WorkerOrchestrator, MaintenanceService, SchedulesService, QueueControlService, STAMPEDED_OPTIONS,
+  QueueService,
+  JobEvents,
+  TaskRegistry,
+  QueueRegistry,
+  WorkerOrchestrator,
+  MaintenanceService,
+  SchedulesService,
+  QueueControlService,
+  STAMPEDED_OPTIONS,
 ];
 
-const OPTION_NAMES = ['schema', 'dataSource', 'connection', 'migrations', 'poolSize', 'worker', 'defaultJobOptions', 'maintenance', 'schedules', 'clock', 'control', 'tracing'];
+const OPTION_NAMES = [
+  'schema',
+  'dataSource',
+  'connection',
+  'migrations',
+  'poolSize',
+  'worker',
+  'defaultJobOptions',
+  'maintenance',
+  'schedules',
+  'clock',
+  'control',
+  'tracing',
+];
 /** Options renamed before 1.0, each with what to use instead. */
 const RENAMED_OPTIONS: Record<string, string> = { flow: 'control' };
 const WORKER_OPTION_NAMES = [
-  'enabled', 'concurrency', 'queues', 'pollIntervalMs', 'shutdownTimeoutMs', 'heartbeatIntervalMs',
-  'prefetch', 'claimBatchSize', 'completionBatchSize', 'metadata',
+  'enabled',
+  'concurrency',
+  'queues',
+  'pollIntervalMs',
+  'shutdownTimeoutMs',
+  'heartbeatIntervalMs',
+  'prefetch',
+  'claimBatchSize',
+  'completionBatchSize',
+  'metadata',
 ];
 
 function validateModuleOptions(options: StampededModuleOptions): StampededModuleOptions {

@@ -93,11 +93,11 @@ try {
     },
     onError: (err) => log.push(String(err)),
     postgresFlags: [
-      '-c', `max_connections=${options.maxConnections ?? 200}`,
-      '-c', 'listen_addresses=127.0.0.1',
-      ...(options.durable === false
-        ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']
-        : []),
+      '-c',
+      `max_connections=${options.maxConnections ?? 200}`,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      ...(options.durable === false ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
       ...(options.flags ?? []),
     ],
   });

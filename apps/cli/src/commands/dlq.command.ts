@@ -21,7 +21,13 @@ export function registerDlq(program: Command): void {
           const verb = result.dryRun ? 'would move' : 'moved';
           const lines = [`${verb} ${result.moved} job(s) from ${queue}`];
           if (result.bySource.length) {
-            lines.push('', table(['TO QUEUE', 'TASK', 'JOBS'], result.bySource.map((r) => [r.sourceQueue, r.task, r.jobs])));
+            lines.push(
+              '',
+              table(
+                ['TO QUEUE', 'TASK', 'JOBS'],
+                result.bySource.map((r) => [r.sourceQueue, r.task, r.jobs]),
+              ),
+            );
           }
           return lines.join('\n');
         });

@@ -21,7 +21,8 @@ export function registerHealth(program: Command): void {
         }
         if (!health.maintenanceLeader) warnings.push('no process leads maintenance: dead workers are not reaped, nothing is pruned');
         for (const v of health.vacuum) if (v.needs_vacuum) warnings.push(`${v.relname} needs vacuum: ${v.dead_tuples} dead tuples over ${v.live_tuples} live`);
-        for (const i of health.indexes) if (i.sparse) warnings.push(`index ${i.indexname} is sparse (${Number(i.per_page).toFixed(1)} entries a page): REINDEX CONCURRENTLY it`);
+        for (const i of health.indexes)
+          if (i.sparse) warnings.push(`index ${i.indexname} is sparse (${Number(i.per_page).toFixed(1)} entries a page): REINDEX CONCURRENTLY it`);
         const healthy = problems.length === 0;
         emit(options, { healthy, problems, warnings, ...health }, () =>
           [
@@ -29,7 +30,10 @@ export function registerHealth(program: Command): void {
             ...problems.map((p) => `problem: ${p}`),
             ...warnings.map((w) => `warning: ${w}`),
             '',
-            table(['PARTITION', 'QUEUE', 'NOTIFY TRIGGER', 'COUNTER TRIGGER'], health.partitions.map((p) => [p.partition, p.queue, p.has_notify, p.has_counts])),
+            table(
+              ['PARTITION', 'QUEUE', 'NOTIFY TRIGGER', 'COUNTER TRIGGER'],
+              health.partitions.map((p) => [p.partition, p.queue, p.has_notify, p.has_counts]),
+            ),
           ].join('\n'),
         );
         if (!healthy) options.io.exitCode = EXIT.failed;

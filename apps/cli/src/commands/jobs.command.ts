@@ -17,7 +17,10 @@ export function registerJobs(program: Command): void {
     .option('--destination <destination>', 'only this destination')
     .option('--limit <n>', 'rows per page (at most 500)', positiveInt('--limit'), 50)
     .option('--after <cursor>', 'the page after this cursor (printed under the previous page)')
-    .option('--scan <n>', 'a task without a queue, tenant, destination or waiting or running state has no index: read at most n jobs per page for it (default 20000)')
+    .option(
+      '--scan <n>',
+      'a task without a queue, tenant, destination or waiting or running state has no index: read at most n jobs per page for it (default 20000)',
+    )
     .action((opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
         const page = await inspector.jobs(opts);

@@ -30,7 +30,12 @@ export function registerMigrate(program: Command): void {
         if ((err as { code?: string }).code) throw connectionError(err, url);
         throw err;
       }
-      const result = { schema: options.schema, version: LATEST_VERSION, applied: applied.migrations.map((m) => ({ version: m.version, name: m.name })), functions: applied.functions };
+      const result = {
+        schema: options.schema,
+        version: LATEST_VERSION,
+        applied: applied.migrations.map((m) => ({ version: m.version, name: m.name })),
+        functions: applied.functions,
+      };
       emit(options, result, () =>
         applied.migrations.length || applied.functions.length
           ? `schema "${options.schema}" migrated to version ${LATEST_VERSION}: applied ${applied.migrations.length} migration(s) ` +

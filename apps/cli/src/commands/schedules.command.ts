@@ -36,7 +36,10 @@ export function registerSchedules(program: Command): void {
       }),
     );
 
-  for (const [name, paused] of [['pause', true], ['resume', false]] as const) {
+  for (const [name, paused] of [
+    ['pause', true],
+    ['resume', false],
+  ] as const) {
     schedules
       .command(name)
       .description(paused ? 'stop a schedule from firing until it is resumed' : 'let a paused schedule fire again')

@@ -56,10 +56,7 @@ export function ensureCsrfCookie(request: DashboardRequest, response: ServerResp
   if (existing && /^[A-Za-z0-9_-]{43}$/.test(existing)) return existing;
   const token = randomBytes(32).toString('base64url');
   const secure = (request.socket as { encrypted?: boolean }).encrypted || request.headers['x-forwarded-proto'] === 'https';
-  response.setHeader(
-    'Set-Cookie',
-    `${CSRF_COOKIE}=${token}; Path=${path || '/'}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`,
-  );
+  response.setHeader('Set-Cookie', `${CSRF_COOKIE}=${token}; Path=${path || '/'}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`);
   // Later reads in this request (the page that embeds it) see the same token.
   request.headers.cookie = `${request.headers.cookie ? `${request.headers.cookie}; ` : ''}${CSRF_COOKIE}=${token}`;
   return token;

@@ -1,5 +1,18 @@
 import {
-  Body, ConflictException, Get, Header, HttpCode, Inject, Injectable, NotFoundException, Param, Post, Query, Req, UseFilters, UseGuards,
+  Body,
+  ConflictException,
+  Get,
+  Header,
+  HttpCode,
+  Inject,
+  Injectable,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Req,
+  UseFilters,
+  UseGuards,
 } from '@nestjs/common';
 import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard } from '../auth/csrf.guard.js';
@@ -13,7 +26,13 @@ export type JobAction = 'retry' | 'run' | 'cancel' | 'discard';
 const JOB_ACTIONS: readonly JobAction[] = ['retry', 'run', 'cancel', 'discard'];
 
 /** Runs one job action; null when there is no such job. Shared by the API and the pages' forms. */
-export async function runJobAction(inspector: StampededInspector, action: string, id: string, queue: string | undefined, by: string): Promise<ActionResult | null> {
+export async function runJobAction(
+  inspector: StampededInspector,
+  action: string,
+  id: string,
+  queue: string | undefined,
+  by: string,
+): Promise<ActionResult | null> {
   if (!JOB_ACTIONS.includes(action as JobAction)) throw new NotFoundException(`No job action "${action}": use one of ${JOB_ACTIONS.join(', ')}.`);
   switch (action as JobAction) {
     case 'retry':
@@ -70,7 +89,13 @@ export class DashboardApiController {
   @Header('Cache-Control', 'no-store')
   jobs(@Query() q: Record<string, string | undefined>) {
     return this.inspector.jobs({
-      queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, scan: q.scan,
+      queue: q.queue,
+      state: q.state,
+      task: q.task,
+      tenant: q.tenant,
+      destination: q.destination,
+      after: q.after,
+      scan: q.scan,
       limit: q.limit ? Number(q.limit) || 50 : undefined,
     });
   }

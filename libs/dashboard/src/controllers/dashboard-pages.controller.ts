@@ -1,5 +1,19 @@
 import {
-  Body, Get, Inject, Injectable, NotFoundException, Param, Post, Query, Redirect, Req, Res, UseFilters, UseGuards, applyDecorators, Header,
+  Body,
+  Get,
+  Inject,
+  Injectable,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Redirect,
+  Req,
+  Res,
+  UseFilters,
+  UseGuards,
+  applyDecorators,
+  Header,
 } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
@@ -22,7 +36,10 @@ const HtmlPage = () =>
   applyDecorators(
     Header('Content-Type', 'text/html; charset=utf-8'),
     Header('Cache-Control', 'no-store'),
-    Header('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    Header(
+      'Content-Security-Policy',
+      "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
     Header('X-Frame-Options', 'DENY'),
     Header('Referrer-Policy', 'same-origin'),
   );
@@ -86,7 +103,13 @@ export class DashboardPagesController {
 
   @Post('actions/jobs/:id/:action')
   @Redirect()
-  async jobAction(@Req() request: DashboardRequest, @Param('id') id: string, @Param('action') action: string, @Body() body: Record<string, unknown>, @Query('queue') queue?: string) {
+  async jobAction(
+    @Req() request: DashboardRequest,
+    @Param('id') id: string,
+    @Param('action') action: string,
+    @Body() body: Record<string, unknown>,
+    @Query('queue') queue?: string,
+  ) {
     const result = await runJobAction(this.inspector, action, id, queue || undefined, operatorOf(request));
     if (!result) throw new NotFoundException(JOB_NOT_FOUND(id));
     return this.back(body);

@@ -1,9 +1,7 @@
 import type { QueryResultRow } from 'pg';
 import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
 import { DeadLetterRedriver, PAUSE_QUEUE, pauseExplained, RESUME_QUEUE, StampededConfigError, type Statement } from '@stampeded/nestjs/internal';
-import {
-  CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters,
-} from '../sql/jobs.sql.js';
+import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
@@ -152,7 +150,16 @@ export class StampededInspector {
   }
 
   async jobs(
-    filters: { queue?: string; state?: string; task?: string; tenant?: string; destination?: string; after?: string; limit?: number; scan?: number | string } = {},
+    filters: {
+      queue?: string;
+      state?: string;
+      task?: string;
+      tenant?: string;
+      destination?: string;
+      after?: string;
+      limit?: number;
+      scan?: number | string;
+    } = {},
   ): Promise<JobPage> {
     const limit = Math.min(Math.max(1, Math.floor(filters.limit ?? 50)), MAX_PAGE);
     if (filters.state !== undefined && !STATES.includes(filters.state as State)) {
@@ -312,7 +319,13 @@ export class StampededInspector {
     assertJobId(id);
     const [row] = await this.db.query<{ was: string; now_state: string; queue: string }>(statement, [id, queue ?? null, ...extra]);
     if (!row) return null;
-    return { id, queue: row.queue, previousState: row.was, state: row.now_state, changed: row.was !== row.now_state || (statement === RETRY_JOB && row.now_state === 'available') };
+    return {
+      id,
+      queue: row.queue,
+      previousState: row.was,
+      state: row.now_state,
+      changed: row.was !== row.now_state || (statement === RETRY_JOB && row.now_state === 'available'),
+    };
   }
 }
 

@@ -25,7 +25,8 @@ export interface StampededDashboardOptions {
 
 export interface ResolvedDashboardOptions {
   path: string;
-  auth: { kind: 'basic'; username: string; password: string } | { kind: 'guard'; guard: Type<CanActivate> } | { kind: 'function'; check: DashboardAuthFunction };
+  auth:
+    { kind: 'basic'; username: string; password: string } | { kind: 'guard'; guard: Type<CanActivate> } | { kind: 'function'; check: DashboardAuthFunction };
   readOnly: boolean;
   refreshSeconds: number;
 }

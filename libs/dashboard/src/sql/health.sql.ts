@@ -5,10 +5,7 @@ export const SERVER_VERSION = sql(
   `SELECT current_setting('server_version') AS version, current_setting('server_version_num')::int AS num`,
 );
 
-export const SCHEMA_VERSIONS = sql(
-  'dashboard_schema_versions',
-  `SELECT version, name, applied_at FROM stampeded_schema_migrations ORDER BY version`,
-);
+export const SCHEMA_VERSIONS = sql('dashboard_schema_versions', `SELECT version, name, applied_at FROM stampeded_schema_migrations ORDER BY version`);
 
 export const VACUUM_HEALTH = sql('dashboard_vacuum_health', `SELECT * FROM stampeded_vacuum_health()`);
 

@@ -12,7 +12,9 @@ export function throughputChart(buckets: ThroughputBucket[], width = 720, height
       const x = pad + i * barWidth;
       const h = scale(b.finished);
       const y = height - pad / 2 - h;
-      const bar = b.finished ? `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="#3a7bd5"/>` : '';
+      const bar = b.finished
+        ? `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="#3a7bd5"/>`
+        : '';
       const label = `${new Date(b.at * 1000).toISOString().slice(11, 16)} UTC: ${b.finished} finished`;
       return `<g><title>${esc(label)}</title>${bar}</g>`;
     })

@@ -14,7 +14,9 @@ const wait = (secs: number | null) => (secs === null ? show(null) : secs > 60 ? 
 export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput: ThroughputBucket[]): string {
   const rows = queues.map((q) => [
     `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue })}`)}">${esc(q.queue)}</a>`,
-    ...STATES.map((s) => (q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>')),
+    ...STATES.map((s) =>
+      q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>',
+    ),
     wait(q.headWaitSecs),
     q.paused
       ? `<span class="tag hold">paused</span> <span class="dim">by ${esc(q.pausedBy)}${q.pauseReason ? `: ${esc(q.pauseReason)}` : ''}</span>`
@@ -109,16 +111,26 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
     ['claimed by', show(job.claimed_by)],
     ['attempted by', show((job.attempted_by ?? []).join(', '))],
     ['failure kind', show(job.failure_kind)],
-    ['error fingerprint', job.error_fingerprint ? `<a href="${esc(`${ctx.base}/errors`)}">${esc(String(job.error_fingerprint).slice(0, 16))}…</a>` : show(null)],
+    [
+      'error fingerprint',
+      job.error_fingerprint ? `<a href="${esc(`${ctx.base}/errors`)}">${esc(String(job.error_fingerprint).slice(0, 16))}…</a>` : show(null),
+    ],
     ['dedup', show(job.dedup_scope ? `${job.dedup_scope}${job.dedup_period ? ` per ${job.dedup_period}` : ''}` : null)],
     ['dead-letter queue', show(job.dead_letter_queue)],
-    ['dead-lettered from', job.source_id ? `${jobLink(ctx, job.source_id, job.source_queue)} in ${esc(job.source_queue)} after ${esc(job.source_attempts)} attempt(s)` : show(null)],
+    [
+      'dead-lettered from',
+      job.source_id ? `${jobLink(ctx, job.source_id, job.source_queue)} in ${esc(job.source_queue)} after ${esc(job.source_attempts)} attempt(s)` : show(null),
+    ],
   ];
   const errors = (job.errors ?? []) as Record<string, unknown>[];
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
 ${job.last_error ? `<h2>Last error</h2><pre>${esc(job.last_error)}</pre>` : ''}
-<h2>Error history</h2>${table(['attempt', 'at', 'kind', 'message', 'destination', 'exit status'], errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(firstLine(e.message)), show(e.destination), show(e.exit_status)]), 'no errors')}
+<h2>Error history</h2>${table(
+    ['attempt', 'at', 'kind', 'message', 'destination', 'exit status'],
+    errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(firstLine(e.message)), show(e.destination), show(e.exit_status)]),
+    'no errors',
+  )}
 <h2>Args</h2><pre>${esc(JSON.stringify(job.args, null, 2))}</pre>
 <h2>Meta</h2><pre>${esc(JSON.stringify(job.meta, null, 2))}</pre>
 <h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p><pre>${esc(JSON.stringify(job.checkpoint, null, 2))}</pre>`}`;
@@ -136,8 +148,13 @@ export function errorsPage(ctx: PageContext, errors: Record<string, any>[]): str
     esc((e.failure_kinds ?? []).join(', ')),
     `${jobLink(ctx, e.example_id, e.example_queue)} <span class="bad">${esc(firstLine(e.example_error))}</span>`,
   ]);
-  return layout(ctx, '/errors', 'Errors', `${table(['fingerprint', 'jobs', 'retrying', 'discarded', 'queues', 'tasks', 'kinds', 'example'], rows, 'no failing jobs')}
-<p class="dim">Jobs retrying or discarded now, grouped by their error's fingerprint (the message with ids and numbers taken out).</p>`);
+  return layout(
+    ctx,
+    '/errors',
+    'Errors',
+    `${table(['fingerprint', 'jobs', 'retrying', 'discarded', 'queues', 'tasks', 'kinds', 'example'], rows, 'no failing jobs')}
+<p class="dim">Jobs retrying or discarded now, grouped by their error's fingerprint (the message with ids and numbers taken out).</p>`,
+  );
 }
 
 export function workersPage(ctx: PageContext, data: { workers: Record<string, any>[]; running: Record<string, any>[] }): string {
@@ -150,9 +167,22 @@ export function workersPage(ctx: PageContext, data: { workers: Record<string, an
     Number(w.silent_secs) > 60 ? `<span class="bad">${Number(w.silent_secs).toFixed(0)}s ago</span>` : `${Number(w.silent_secs).toFixed(1)}s ago`,
     esc(w.running),
   ]);
-  const running = data.running.map((j) => [jobLink(ctx, j.id, j.queue), esc(j.queue), esc(j.task), `<code>${esc(String(j.claimed_by).slice(0, 8))}</code>`, show(j.claimed_at), show(j.heartbeat_at), esc(j.attempt)]);
-  return layout(ctx, '/workers', 'Workers', `${table(['id', 'host', 'pid', 'queues', 'started', 'last heartbeat', 'running'], workers, 'no workers registered')}
-<h2>Running jobs</h2>${table(['job', 'queue', 'task', 'worker', 'claimed', 'heartbeat', 'attempt'], running, 'nothing running')}`);
+  const running = data.running.map((j) => [
+    jobLink(ctx, j.id, j.queue),
+    esc(j.queue),
+    esc(j.task),
+    `<code>${esc(String(j.claimed_by).slice(0, 8))}</code>`,
+    show(j.claimed_at),
+    show(j.heartbeat_at),
+    esc(j.attempt),
+  ]);
+  return layout(
+    ctx,
+    '/workers',
+    'Workers',
+    `${table(['id', 'host', 'pid', 'queues', 'started', 'last heartbeat', 'running'], workers, 'no workers registered')}
+<h2>Running jobs</h2>${table(['job', 'queue', 'task', 'worker', 'claimed', 'heartbeat', 'attempt'], running, 'nothing running')}`,
+  );
 }
 
 export function schedulesPage(ctx: PageContext, schedules: Record<string, any>[]): string {
@@ -185,15 +215,22 @@ export function healthPage(ctx: PageContext, health: Record<string, any>): strin
     v.needs_vacuum ? '<span class="bad">yes</span>' : 'no',
     show(v.last_autovacuum),
   ]);
-  const sparse = (health.indexes as Record<string, any>[]).filter((i) => i.sparse).map((i) => [esc(i.indexname), esc(i.pages), esc(i.entries), esc(Number(i.per_page).toFixed(1))]);
+  const sparse = (health.indexes as Record<string, any>[])
+    .filter((i) => i.sparse)
+    .map((i) => [esc(i.indexname), esc(i.pages), esc(i.entries), esc(Number(i.per_page).toFixed(1))]);
   const version = Math.max(0, ...(health.migrations as { version: number }[]).map((m) => Number(m.version)));
   const leader = health.maintenanceLeader
     ? '<span class="ok">a process leads maintenance</span>'
     : '<span class="bad">no process leads maintenance: dead workers are not reaped, nothing is pruned</span>';
-  return layout(ctx, '/health', 'Health', `<p>PostgreSQL ${esc(health.server.version)}, schema at migration ${version}; ${leader}.</p>
+  return layout(
+    ctx,
+    '/health',
+    'Health',
+    `<p>PostgreSQL ${esc(health.server.version)}, schema at migration ${version}; ${leader}.</p>
 <h2>Partitions</h2>${table(['partition', 'queue', 'notify trigger', 'counter trigger'], partitions)}
 <h2>Vacuum</h2>${table(['table', 'live', 'dead', 'dead ratio', 'needs vacuum', 'last autovacuum'], vacuum)}
-<h2>Sparse indexes</h2>${table(['index', 'pages', 'entries', 'per page'], sparse, 'none: every index is dense')}`);
+<h2>Sparse indexes</h2>${table(['index', 'pages', 'entries', 'per page'], sparse, 'none: every index is dense')}`,
+  );
 }
 
 export function errorPage(ctx: PageContext, status: number, message: string): string {

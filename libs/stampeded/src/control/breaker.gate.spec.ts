@@ -43,7 +43,11 @@ describe('a read of the breakers', () => {
       ['before', open(5)],
     ]);
     // 'stale' changed after the read began (3 > 2), 'before' before it, 'closed-here' after it and is now closed.
-    const changes = new Map([['stale', 3], ['before', 1], ['closed-here', 4]]);
+    const changes = new Map([
+      ['stale', 3],
+      ['before', 1],
+      ['closed-here', 4],
+    ]);
     read.set('closed-here', open(50));
     const merged = mergeBreakerRead(read, local, changes, 2);
     expect(merged.get('stale')?.reason).toBe('tripped here');

@@ -152,12 +152,13 @@ export class BreakerGate {
     const breaker = breakerConfigFor(this.config, destination);
     if (!breaker.enabled) return undefined;
     try {
-      const [row] = await this.db.query(BREAKER_FAILURE, [
-        destination, breaker.threshold, breaker.windowMs, breaker.cooldownMs, firstLine(error), probe,
-      ]);
+      const [row] = await this.db.query(BREAKER_FAILURE, [destination, breaker.threshold, breaker.windowMs, breaker.cooldownMs, firstLine(error), probe]);
       const openMs = Number(row.open_ms);
       this.set(destination, {
-        state: row.state, failures: row.state === 'closed' ? 1 : 0, openUntil: Date.now() + openMs, reason: firstLine(error),
+        state: row.state,
+        failures: row.state === 'closed' ? 1 : 0,
+        openUntil: Date.now() + openMs,
+        reason: firstLine(error),
       });
       if (row.state === 'open' && !probe && row.was_open) {
         // The breaker opened while this job ran, on other jobs' evidence:

@@ -60,7 +60,9 @@ describe('resolveControlConfig', () => {
 
   it('refuses unknown options at every level, listing the allowed ones', () => {
     expect(() => resolveControlConfig({ planner: 1 } as never)).toThrow(
-      new StampededConfigError('StampededModule.forRoot(): control: unknown option "planner". Allowed: plannerInterval, freshness, refreshInterval, breakers, fairness.'),
+      new StampededConfigError(
+        'StampededModule.forRoot(): control: unknown option "planner". Allowed: plannerInterval, freshness, refreshInterval, breakers, fairness.',
+      ),
     );
     expect(() => resolveControlConfig({ breakers: { perDestination: {} } } as never)).toThrow(
       new StampededConfigError('StampededModule.forRoot(): control.breakers: unknown option "perDestination". Allowed: default, destinations.'),
@@ -77,7 +79,10 @@ describe('resolveControlConfig', () => {
     [{ breakers: { default: { threshold: 0 } } }, 'breakers.default.threshold must be a whole number greater than 0, got 0'],
     [{ breakers: { default: { threshold: 2.5 } } }, 'breakers.default.threshold must be a whole number greater than 0, got 2.5'],
     [{ breakers: { destinations: { api: { enabled: 'no' } } } }, 'breakers.destinations.api.enabled must be true or false, got "no"'],
-    [{ breakers: { destinations: { api: { cooldown: 'later' } } } }, `breakers.destinations.api.cooldown must be milliseconds or a duration such as '90s', '1h' or '7d', got "later"`],
+    [
+      { breakers: { destinations: { api: { cooldown: 'later' } } } },
+      `breakers.destinations.api.cooldown must be milliseconds or a duration such as '90s', '1h' or '7d', got "later"`,
+    ],
     [{ breakers: [] }, 'breakers must be an object, got []'],
     [{ fairness: 'on' }, 'fairness must be true, false or { weights, maxRunning, retryDelay }, got "on"'],
     [{ fairness: { weights: { a: -1 } } }, 'fairness.weights.a must be a number greater than 0, got -1'],

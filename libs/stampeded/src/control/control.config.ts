@@ -116,18 +116,21 @@ export function resolveControlConfig(options: ControlOptions | undefined): Contr
     const bad = Object.keys(f).filter((k) => !(FAIRNESS_OPTION_NAMES as readonly string[]).includes(k));
     if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): control.fairness', bad, FAIRNESS_OPTION_NAMES));
     const weights = new Map<string, number>();
-    for (const [tenant, w] of Object.entries(record('fairness.weights', f.weights ?? {}))) weights.set(tenant, positive(`fairness.weights.${tenant}`, w, false));
+    for (const [tenant, w] of Object.entries(record('fairness.weights', f.weights ?? {})))
+      weights.set(tenant, positive(`fairness.weights.${tenant}`, w, false));
     const maxRunning = new Map<string, number>();
     let defaultMaxRunning = Infinity;
     if (typeof f.maxRunning === 'number') defaultMaxRunning = positive('fairness.maxRunning', f.maxRunning);
     else if (f.maxRunning !== undefined) {
-      for (const [tenant, n] of Object.entries(record('fairness.maxRunning', f.maxRunning))) maxRunning.set(tenant, positive(`fairness.maxRunning.${tenant}`, n));
+      for (const [tenant, n] of Object.entries(record('fairness.maxRunning', f.maxRunning)))
+        maxRunning.set(tenant, positive(`fairness.maxRunning.${tenant}`, n));
     }
     config.fairness = {
       weights,
       maxRunning,
       defaultMaxRunning,
-      retryDelayMs: f.retryDelay === undefined ? CONTROL_DEFAULTS.fairnessRetryDelayMs : durationMs('fairness.retryDelay', f.retryDelay, INVALID_CONTROL_OPTION),
+      retryDelayMs:
+        f.retryDelay === undefined ? CONTROL_DEFAULTS.fairnessRetryDelayMs : durationMs('fairness.retryDelay', f.retryDelay, INVALID_CONTROL_OPTION),
     };
   }
   return config;

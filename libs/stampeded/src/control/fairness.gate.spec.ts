@@ -69,7 +69,17 @@ describe('the fair claim', () => {
   it('names the waiting tenants with fewer than twice their share claimed', () => {
     const c = counts({ a: view(0, true), b: view(0, true), c: view(4, false) });
     // 9 slots over 3 tenants with work: a share of 3, so up to 6 claimed.
-    expect(tenantClaim(c, new Map([['a', 6], ['b', 5]]), fairness(), 9)).toEqual({ tenants: ['b'], perTenant: 3 });
+    expect(
+      tenantClaim(
+        c,
+        new Map([
+          ['a', 6],
+          ['b', 5],
+        ]),
+        fairness(),
+        9,
+      ),
+    ).toEqual({ tenants: ['b'], perTenant: 3 });
   });
 });
 

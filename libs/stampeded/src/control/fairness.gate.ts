@@ -108,7 +108,9 @@ export class FairnessGate {
 
   /** The tenants just read replace the last ones. */
   apply(rows: TenantRow[]): void {
-    this.fleet = new Map(rows.map((r) => [r.tenant_id, { fleetRunning: r.running, waiting: r.waiting, mineAtRead: this.runningByTenant.get(r.tenant_id) ?? 0 }]));
+    this.fleet = new Map(
+      rows.map((r) => [r.tenant_id, { fleetRunning: r.running, waiting: r.waiting, mineAtRead: this.runningByTenant.get(r.tenant_id) ?? 0 }]),
+    );
   }
 
   private get counts(): TenantCounts {

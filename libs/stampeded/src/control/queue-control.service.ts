@@ -103,7 +103,8 @@ export class QueueControlService implements OnApplicationBootstrap, BeforeApplic
   async pause(queue: string, by: { by: string; reason?: string }): Promise<QueuePolicyRow> {
     requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.pause()'));
     requireName(by?.by, PAUSED_BY_REQUIRED('QueueControlService.pause()'));
-    if (by.reason !== undefined && typeof by.reason !== 'string') throw new StampededConfigError(PAUSE_REASON_NOT_TEXT('QueueControlService.pause()', by.reason));
+    if (by.reason !== undefined && typeof by.reason !== 'string')
+      throw new StampededConfigError(PAUSE_REASON_NOT_TEXT('QueueControlService.pause()', by.reason));
     const [row] = await this.db.query(PAUSE_QUEUE, [queue, by.by, by.reason || null, pauseExplained(by.by, by.reason)]);
     await this.refreshGates();
     return toPolicy(row);

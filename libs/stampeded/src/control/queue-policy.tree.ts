@@ -25,11 +25,7 @@ export type Condition = 'paused' | 'atMaxRunning' | 'waitedTooLong';
  * when its condition holds, a decide always succeeds with its verdict. The
  * branch that decided names itself in the reason.
  */
-export type BehaviourNode =
-  | { selector: BehaviourNode[] }
-  | { sequence: BehaviourNode[] }
-  | { check: Condition }
-  | { decide: Verdict; branch: string };
+export type BehaviourNode = { selector: BehaviourNode[] } | { sequence: BehaviourNode[] } | { check: Condition } | { decide: Verdict; branch: string };
 
 /**
  * One tree for every queue. Order is priority: an operator's pause beats
@@ -72,8 +68,9 @@ function explain(branch: string, f: QueueFacts): string {
     case 'max_wait_secs':
       return `max_wait_secs: ${wait}, more than ${f.maxWaitSecs}s`;
     default:
-      return `steady: ${f.running} running${f.maxRunning !== null ? ` of ${f.maxRunning}` : ''}, ${wait}` +
-        (f.maxWaitSecs !== null ? ` of ${f.maxWaitSecs}s` : '');
+      return (
+        `steady: ${f.running} running${f.maxRunning !== null ? ` of ${f.maxRunning}` : ''}, ${wait}` + (f.maxWaitSecs !== null ? ` of ${f.maxWaitSecs}s` : '')
+      );
   }
 }
 

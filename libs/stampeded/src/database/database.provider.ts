@@ -37,11 +37,7 @@ export const STAMPEDED_DATA_SOURCE = Symbol('STAMPEDED_DATA_SOURCE');
 export function createDatabaseProvider(): Provider {
   return {
     provide: StampededDatabase,
-    inject: [
-      STAMPEDED_OPTIONS,
-      { token: STAMPEDED_DATA_SOURCE, optional: true },
-      dataSourceDependency(),
-    ],
+    inject: [STAMPEDED_OPTIONS, { token: STAMPEDED_DATA_SOURCE, optional: true }, dataSourceDependency()],
     useFactory: async (options: StampededModuleOptions, named?: DataSource | null, fallback?: DataSource) => {
       const dataSource = options.dataSource ? (named ?? undefined) : (named ?? fallback);
       const schema = options.schema ?? 'public';

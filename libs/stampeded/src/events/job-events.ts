@@ -22,10 +22,7 @@ export class JobEvents {
   of(types: JobEventType[], where: { task?: string; queue?: string } = {}): Observable<JobEvent> {
     return this.events$.pipe(
       filter(
-        (e) =>
-          types.includes(e.type) &&
-          (where.task === undefined || e.job.task === where.task) &&
-          (where.queue === undefined || e.job.queue === where.queue),
+        (e) => types.includes(e.type) && (where.task === undefined || e.job.task === where.task) && (where.queue === undefined || e.job.queue === where.queue),
       ),
     );
   }

@@ -40,10 +40,7 @@ export class TaskExplorer implements OnModuleInit {
     for (const methodName of this.scanner.getAllMethodNames(prototype)) {
       const method = instance[methodName];
       if (typeof method !== 'function') continue;
-      const meta = this.reflector.get<{ types: JobEventType[]; task?: string; queue?: string } | undefined>(
-        ON_JOB_EVENT_METADATA,
-        method,
-      );
+      const meta = this.reflector.get<{ types: JobEventType[]; task?: string; queue?: string } | undefined>(ON_JOB_EVENT_METADATA, method);
       if (!meta) continue;
       this.events.subscribe(meta, async (event) => {
         try {

@@ -51,8 +51,15 @@ export class ProcessTaskRunner {
             file,
             args: job.args,
             ctx: {
-              id: ctx.id, queue: ctx.queue, task: ctx.task, attempt: ctx.attempt, maxAttempts: ctx.maxAttempts,
-              tenantId: ctx.tenantId, destination: ctx.destination, meta: ctx.meta, checkpoint: ctx.checkpoint,
+              id: ctx.id,
+              queue: ctx.queue,
+              task: ctx.task,
+              attempt: ctx.attempt,
+              maxAttempts: ctx.maxAttempts,
+              tenantId: ctx.tenantId,
+              destination: ctx.destination,
+              meta: ctx.meta,
+              checkpoint: ctx.checkpoint,
             },
           });
         } else if (message.type === 'touch' || message.type === 'saveCheckpoint') {

@@ -4,11 +4,7 @@ import type { MaintenanceHealth } from '../interfaces/maintenance.interface.js';
 
 /** The schema's three health reports, as one structured snapshot. */
 export async function takeHealthSnapshot(db: StampededDatabase, leader: boolean): Promise<MaintenanceHealth> {
-  const [vacuum, indexes, partitions] = await Promise.all([
-    db.query(VACUUM_HEALTH),
-    db.query(INDEX_DENSITY),
-    db.query(PARTITION_HEALTH),
-  ]);
+  const [vacuum, indexes, partitions] = await Promise.all([db.query(VACUUM_HEALTH), db.query(INDEX_DENSITY), db.query(PARTITION_HEALTH)]);
   const snapshot: MaintenanceHealth = {
     at: new Date(),
     leader,

@@ -106,7 +106,9 @@ export class LeaderElection {
     // vanished (no FIN ever arrives) loses the lock in about 25 seconds, not
     // after the operating system's two-hour keepalive default. Ignored on a
     // Unix socket, where the question does not arise.
-    await client.query(`SET application_name = 'stampeded-leader'; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3`);
+    await client.query(
+      `SET application_name = 'stampeded-leader'; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3`,
+    );
     return client;
   }
 

@@ -46,7 +46,9 @@ describe('durationMs', () => {
   });
 
   it("words the error with the caller's message", () => {
-    expect(refusal(() => durationMs('misfireGrace', 'soon', INVALID_SCHEDULES_OPTION))).toMatch(/^StampededModule\.forRoot\(\): schedules\.misfireGrace must be/);
+    expect(refusal(() => durationMs('misfireGrace', 'soon', INVALID_SCHEDULES_OPTION))).toMatch(
+      /^StampededModule\.forRoot\(\): schedules\.misfireGrace must be/,
+    );
   });
 });
 

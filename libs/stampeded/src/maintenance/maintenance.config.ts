@@ -56,9 +56,21 @@ export const MAINTENANCE_DEFAULTS: MaintenanceConfig = {
 };
 
 const OPTION_NAMES = [
-  'enabled', 'leaderCheckIntervalMs', 'reapIntervalMs', 'reapDeadAfter', 'expireIntervalMs', 'expireBatchSize',
-  'pruneIntervalMs', 'completedRetention', 'failedRetention', 'occurrenceRetention', 'pruneBatchSize',
-  'pruneMaxDurationMs', 'partitionCheckIntervalMs', 'healthIntervalMs', 'reindex',
+  'enabled',
+  'leaderCheckIntervalMs',
+  'reapIntervalMs',
+  'reapDeadAfter',
+  'expireIntervalMs',
+  'expireBatchSize',
+  'pruneIntervalMs',
+  'completedRetention',
+  'failedRetention',
+  'occurrenceRetention',
+  'pruneBatchSize',
+  'pruneMaxDurationMs',
+  'partitionCheckIntervalMs',
+  'healthIntervalMs',
+  'reindex',
 ] as const;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY };
@@ -71,9 +83,7 @@ export function durationMs(option: string, value: unknown, message: (option: str
     ms = 0;
     for (const [, n, unit] of value.matchAll(/(\d+)\s*(ms|s|m|h|d)/g)) ms += Number(n) * UNIT_MS[unit];
   } else {
-    throw new StampededConfigError(
-      message(option, `must be milliseconds or a duration such as '90s', '1h' or '7d', got ${JSON.stringify(value)}`),
-    );
+    throw new StampededConfigError(message(option, `must be milliseconds or a duration such as '90s', '1h' or '7d', got ${JSON.stringify(value)}`));
   }
   if (!Number.isSafeInteger(ms) || ms < 1) {
     throw new StampededConfigError(message(option, `must be a duration of at least 1 ms, got ${JSON.stringify(value)}`));
@@ -122,7 +132,8 @@ export function resolveMaintenanceConfig(options: MaintenanceOptions | undefined
     partitionCheckIntervalMs: ms('partitionCheckIntervalMs', d.partitionCheckIntervalMs),
     healthIntervalMs: ms('healthIntervalMs', d.healthIntervalMs),
     reindex: reindex !== false,
-    reindexIntervalMs: typeof reindex === 'object' && reindex.intervalMs !== undefined ? durationMs('reindex.intervalMs', reindex.intervalMs) : d.reindexIntervalMs,
+    reindexIntervalMs:
+      typeof reindex === 'object' && reindex.intervalMs !== undefined ? durationMs('reindex.intervalMs', reindex.intervalMs) : d.reindexIntervalMs,
   };
   // A worker is dead when it has missed several heartbeats, not one: closer
   // than three and a live worker's jobs are reaped and run twice.

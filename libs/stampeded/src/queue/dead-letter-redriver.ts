@@ -45,7 +45,13 @@ export class DeadLetterRedriver {
     const [{ known }] = await this.db.query<{ known: boolean }>(REDRIVE_QUEUE_KNOWN, [deadLetterQueue]);
     if (!known && ![...(context.declaredQueues ?? [])].includes(deadLetterQueue)) {
       const holding = await this.db.query<{ queue: string }>(DEAD_LETTER_QUEUES);
-      throw new InvalidJobError(REDRIVE_UNKNOWN_QUEUE(where, deadLetterQueue, holding.map((r) => r.queue)));
+      throw new InvalidJobError(
+        REDRIVE_UNKNOWN_QUEUE(
+          where,
+          deadLetterQueue,
+          holding.map((r) => r.queue),
+        ),
+      );
     }
     const [{ bound }] = await this.db.query<{ bound: string }>(REDRIVE_BOUND);
 

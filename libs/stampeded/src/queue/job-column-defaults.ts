@@ -33,10 +33,7 @@ export function parseIntegerDefault(expression: string): number | undefined {
 }
 
 export async function readJobColumnDefaults(db: StampededDatabase): Promise<JobColumnDefaults> {
-  const rows = await db.query<{ name: string; expression: string }>(READ_DEFAULTS, [
-    `${db.quotedSchema()}.stampeded_jobs`,
-    Object.values(COLUMNS),
-  ]);
+  const rows = await db.query<{ name: string; expression: string }>(READ_DEFAULTS, [`${db.quotedSchema()}.stampeded_jobs`, Object.values(COLUMNS)]);
   const byColumn = new Map(rows.map((r) => [r.name, r.expression]));
   const defaults = {} as JobColumnDefaults;
   for (const [option, column] of Object.entries(COLUMNS) as [keyof JobColumnDefaults, string][]) {

@@ -108,13 +108,15 @@ describe('buildJobRow: what it refuses, and how it says so', () => {
     expect(refusal(() => row({ delayMs: Infinity }))).toMatch(/got Infinity/);
   });
 
-  it('a dead-letter queue that is the job\'s own queue, wherever the two were set', () => {
+  it("a dead-letter queue that is the job's own queue, wherever the two were set", () => {
     expect(refusal(() => row({ deadLetterQueue: 'default' }))).toMatch(/deadLetterQueue is the job's own queue "default"/);
     expect(refusal(() => row({ queue: 'mail' }, [{ deadLetterQueue: 'mail' }]))).toMatch(/own queue "mail"/);
   });
 
   it('an unknown dedup period or option, and an empty scope', () => {
-    expect(refusal(() => row({ dedup: { scope: 's', period: 'year' as never } }))).toMatch(/dedup\.period must be one of minute, hour, day, week, month, got "year"/);
+    expect(refusal(() => row({ dedup: { scope: 's', period: 'year' as never } }))).toMatch(
+      /dedup\.period must be one of minute, hour, day, week, month, got "year"/,
+    );
     expect(refusal(() => row({ dedup: { scope: 's', window: 'day' } as never }))).toMatch(/dedup: unknown option "window"\. Allowed: scope, period\./);
     expect(refusal(() => row({ dedup: { scope: '' } }))).toMatch(/dedup\.scope must be a non-empty string/);
   });

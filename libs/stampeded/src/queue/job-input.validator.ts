@@ -39,16 +39,7 @@ export const JOB_OPTION_NAMES = [
   'removeOnComplete',
 ] as const;
 
-export const ENQUEUE_OPTION_NAMES = [
-  ...JOB_OPTION_NAMES,
-  'runAt',
-  'delayMs',
-  'tenantId',
-  'destination',
-  'meta',
-  'dedup',
-  'manager',
-] as const;
+export const ENQUEUE_OPTION_NAMES = [...JOB_OPTION_NAMES, 'runAt', 'delayMs', 'tenantId', 'destination', 'meta', 'dedup', 'manager'] as const;
 
 const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
@@ -198,14 +189,7 @@ export function validateJobOptions(where: string, options: JobOptions | undefine
  * options, over the jobs table's column defaults, and turns them into one
  * insertable row, or throws before anything is written.
  */
-export function buildJobRow(
-  where: string,
-  task: string,
-  args: unknown,
-  options: EnqueueOptions,
-  defaults: JobOptions[],
-  columns: JobColumnDefaults,
-): JobRow {
+export function buildJobRow(where: string, task: string, args: unknown, options: EnqueueOptions, defaults: JobOptions[], columns: JobColumnDefaults): JobRow {
   nonEmptyString(where, 'task', task, 1000);
   validateJobOptions(where, options, ENQUEUE_OPTION_NAMES);
   const merged: JobOptions = {};

@@ -205,20 +205,21 @@ export class QueueService implements OnApplicationBootstrap {
       const bound = this.db.statement(statement);
       return (await manager.query(bound.text, values)) as { ord: number; id: string | null; deduplicated: boolean }[];
     };
-    const run = (statement: Statement, values: unknown[]) => send(statement, values).catch((err: unknown) => {
-      // jsonb can be larger than the JSON text the validator measured (each
-      // number is stored as a numeric with a header): args under the cap as
-      // text can go over the schema's CHECK, a bare constraint error.
-      const constraint = (err as { code?: string; constraint?: string }).code === '23514' ? (err as { constraint?: string }).constraint : undefined;
-      if (constraint === 'stampeded_jobs_args_check' || constraint === 'stampeded_jobs_meta_check') {
-        const field = constraint === 'stampeded_jobs_args_check' ? 'args' : 'meta';
-        throw new InvalidJobError(
-          `enqueue: a job's ${field} is over the 1048576-byte limit as PostgreSQL stores it (jsonb), though under it as JSON text; ` +
-            `store large payloads elsewhere and pass a reference. Nothing was inserted.`,
-        );
-      }
-      throw err;
-    });
+    const run = (statement: Statement, values: unknown[]) =>
+      send(statement, values).catch((err: unknown) => {
+        // jsonb can be larger than the JSON text the validator measured (each
+        // number is stored as a numeric with a header): args under the cap as
+        // text can go over the schema's CHECK, a bare constraint error.
+        const constraint = (err as { code?: string; constraint?: string }).code === '23514' ? (err as { constraint?: string }).constraint : undefined;
+        if (constraint === 'stampeded_jobs_args_check' || constraint === 'stampeded_jobs_meta_check') {
+          const field = constraint === 'stampeded_jobs_args_check' ? 'args' : 'meta';
+          throw new InvalidJobError(
+            `enqueue: a job's ${field} is over the 1048576-byte limit as PostgreSQL stores it (jsonb), though under it as JSON text; ` +
+              `store large payloads elsewhere and pass a reference. Nothing was inserted.`,
+          );
+        }
+        throw err;
+      });
     if (!rows.some((row) => row.dedup_scope !== null)) {
       // Nothing can conflict: every row is inserted under the id drawn here, or none is.
       const ids = this.ids.many(rows.length);
@@ -253,8 +254,24 @@ export class QueueService implements OnApplicationBootstrap {
 
 /** The columns of a JobRow, args and meta (JSON text) first. */
 const ROW_KEYS = [
-  'args', 'meta', 'queue', 'task', 'tenant_id', 'priority', 'destination', 'run_at', 'delay_ms', 'expire_seconds', 'max_attempts',
-  'backoff_base_ms', 'backoff_max_ms', 'max_interruptions', 'max_deferrals', 'dedup_scope', 'dedup_period', 'dead_letter_queue',
+  'args',
+  'meta',
+  'queue',
+  'task',
+  'tenant_id',
+  'priority',
+  'destination',
+  'run_at',
+  'delay_ms',
+  'expire_seconds',
+  'max_attempts',
+  'backoff_base_ms',
+  'backoff_max_ms',
+  'max_interruptions',
+  'max_deferrals',
+  'dedup_scope',
+  'dedup_period',
+  'dead_letter_queue',
   'remove_on_complete',
 ] as const satisfies readonly (keyof JobRow)[];
 const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);

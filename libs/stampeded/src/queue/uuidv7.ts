@@ -38,8 +38,7 @@ export class UuidV7Source {
       else this.step();
       const r = at + i * 16;
       // 62 random bits behind the RFC variant (binary 10).
-      ids[i] =
-        this.prefix + HEX3[this.counter] + '-' + VARIANT[random.charCodeAt(r)] + random.slice(r + 1, r + 4) + '-' + random.slice(r + 4, r + 16);
+      ids[i] = this.prefix + HEX3[this.counter] + '-' + VARIANT[random.charCodeAt(r)] + random.slice(r + 1, r + 4) + '-' + random.slice(r + 4, r + 16);
     }
     return ids;
   }

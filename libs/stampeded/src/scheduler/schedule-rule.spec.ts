@@ -20,10 +20,7 @@ describe('nextOccurrence across DST transitions', () => {
   // Europe/Berlin 2026: clocks go 02:00 CET -> 03:00 CEST on 29 March (01:00 UTC)
   // and 03:00 CEST -> 02:00 CET on 25 October (01:00 UTC).
   it('Europe/Berlin spring forward: instant skips the missing 02:30, wall_clock fires at 03:00 CEST', () => {
-    expect(runs(rule('30 2 * * *', 'Europe/Berlin', 'instant'), '2026-03-28T12:00:00Z', 2)).toEqual([
-      '2026-03-30T00:30:00.000Z',
-      '2026-03-31T00:30:00.000Z',
-    ]);
+    expect(runs(rule('30 2 * * *', 'Europe/Berlin', 'instant'), '2026-03-28T12:00:00Z', 2)).toEqual(['2026-03-30T00:30:00.000Z', '2026-03-31T00:30:00.000Z']);
     expect(runs(rule('30 2 * * *', 'Europe/Berlin', 'wall_clock'), '2026-03-28T12:00:00Z', 2)).toEqual([
       '2026-03-29T01:00:00.000Z',
       '2026-03-30T00:30:00.000Z',
@@ -100,10 +97,7 @@ describe('nextOccurrence across DST transitions', () => {
       '2026-10-25T01:00:01.000Z',
     ]);
     // From inside the second 02:00-03:00 (CET): the next new wall time is 03:00.
-    expect(runs(rule('* * * * *', 'Europe/Berlin', 'wall_clock'), '2026-10-25T01:00:00Z', 2)).toEqual([
-      '2026-10-25T02:00:00.000Z',
-      '2026-10-25T02:01:00.000Z',
-    ]);
+    expect(runs(rule('* * * * *', 'Europe/Berlin', 'wall_clock'), '2026-10-25T01:00:00Z', 2)).toEqual(['2026-10-25T02:00:00.000Z', '2026-10-25T02:01:00.000Z']);
   });
 
   it('reads a seconds field, and UTC has no transitions', () => {

@@ -28,9 +28,7 @@ export interface ValidatedSchedule extends ScheduleRule {
   paused: boolean | null;
 }
 
-export const SCHEDULE_OPTION_NAMES = [
-  'cron', 'every', 'timezone', 'dstPolicy', 'missedPolicy', 'args', 'key', 'priority', 'tenantId',
-] as const;
+export const SCHEDULE_OPTION_NAMES = ['cron', 'every', 'timezone', 'dstPolicy', 'missedPolicy', 'args', 'key', 'priority', 'tenantId'] as const;
 const DEFINITION_NAMES = [...SCHEDULE_OPTION_NAMES, 'task', 'queue', 'paused'] as const;
 
 const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
@@ -90,7 +88,7 @@ export function validateSchedule(definition: ScheduleDefinition, now = new Date(
   const hasCron = definition.cron !== undefined && definition.cron !== null;
   const hasEvery = definition.every !== undefined && definition.every !== null;
   if (hasCron === hasEvery) {
-    invalid(key, 'cron/every', hasCron ? 'are both set; give exactly one of them' : 'are both missing; give exactly one: cron: \'0 3 * * *\' or every: \'15m\'');
+    invalid(key, 'cron/every', hasCron ? 'are both set; give exactly one of them' : "are both missing; give exactly one: cron: '0 3 * * *' or every: '15m'");
   }
 
   const timezone = definition.timezone ?? 'UTC';
@@ -109,17 +107,29 @@ export function validateSchedule(definition: ScheduleDefinition, now = new Date(
     try {
       wallClockCron(definition.cron);
     } catch (err) {
-      invalid(key, 'cron', `${JSON.stringify(definition.cron)} is not a valid cron expression (${(err as Error).message.replace(/^CronPattern: /, '')}); ` +
-        `write 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first`);
+      invalid(
+        key,
+        'cron',
+        `${JSON.stringify(definition.cron)} is not a valid cron expression (${(err as Error).message.replace(/^CronPattern: /, '')}); ` +
+          `write 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first`,
+      );
     }
     if (dstPolicy === 'wall_clock' && hasSecondsField(definition.cron)) {
-      invalid(key, 'cron', 'has a seconds field, which dstPolicy \'wall_clock\' cannot honour (it keeps one occurrence per local minute); use dstPolicy \'instant\'');
+      invalid(
+        key,
+        'cron',
+        "has a seconds field, which dstPolicy 'wall_clock' cannot honour (it keeps one occurrence per local minute); use dstPolicy 'instant'",
+      );
     }
     cron = definition.cron;
   } else {
     intervalSecs = parseEvery(key, definition.every);
     if (dstPolicy === 'wall_clock') {
-      invalid(key, 'dstPolicy', "is 'wall_clock', but an interval counts absolute time and has no wall clock to follow; use dstPolicy 'instant' or a cron expression");
+      invalid(
+        key,
+        'dstPolicy',
+        "is 'wall_clock', but an interval counts absolute time and has no wall clock to follow; use dstPolicy 'instant' or a cron expression",
+      );
     }
   }
 

@@ -1,11 +1,4 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type BeforeApplicationShutdown,
-  type OnApplicationBootstrap,
-  type OnModuleInit,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, Reflector } from '@nestjs/core';
 import { DEFAULT_QUEUE, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
 import { INVALID_SCHEDULE, UNKNOWN_OPTIONS } from '../stampeded.messages.js';

@@ -19,7 +19,9 @@ describe('resolveSchedulesConfig', () => {
 
   it('refuses unknown options, listing the allowed ones', () => {
     expect(() => resolveSchedulesConfig({ pollInterval: 100 } as never)).toThrow(
-      new StampededConfigError('StampededModule.forRoot(): schedules: unknown option "pollInterval". Allowed: enabled, pollIntervalMs, batchSize, misfireGrace.'),
+      new StampededConfigError(
+        'StampededModule.forRoot(): schedules: unknown option "pollInterval". Allowed: enabled, pollIntervalMs, batchSize, misfireGrace.',
+      ),
     );
   });
 

@@ -37,7 +37,6 @@ export function resolveSchedulesConfig(options: SchedulesOptions | undefined): S
     enabled: o.enabled ?? SCHEDULES_DEFAULTS.enabled,
     pollIntervalMs: o.pollIntervalMs ?? SCHEDULES_DEFAULTS.pollIntervalMs,
     batchSize: o.batchSize ?? SCHEDULES_DEFAULTS.batchSize,
-    misfireGraceMs:
-      o.misfireGrace === undefined ? SCHEDULES_DEFAULTS.misfireGraceMs : durationMs('misfireGrace', o.misfireGrace, INVALID_SCHEDULES_OPTION),
+    misfireGraceMs: o.misfireGrace === undefined ? SCHEDULES_DEFAULTS.misfireGraceMs : durationMs('misfireGrace', o.misfireGrace, INVALID_SCHEDULES_OPTION),
   };
 }

@@ -75,7 +75,11 @@ export class SchedulesService {
     const [{ known, server_now }] = await this.db.query<{ known: boolean; server_now: Date }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
     if (!known) {
       throw new StampededConfigError(
-        INVALID_SCHEDULE(schedule.key, 'timezone', `${JSON.stringify(schedule.timezone)} is known to Node.js but not to the PostgreSQL server; use a zone both know`),
+        INVALID_SCHEDULE(
+          schedule.key,
+          'timezone',
+          `${JSON.stringify(schedule.timezone)} is known to Node.js but not to the PostgreSQL server; use a zone both know`,
+        ),
       );
     }
     const [row] = await this.db.query(UPSERT_SCHEDULE, [

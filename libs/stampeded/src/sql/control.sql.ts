@@ -137,15 +137,9 @@ export const BREAKER_FAILURE = sql(
 
 export const BREAKER_SUCCESS = sql('control_breaker_success', `SELECT stampeded_breaker_success($1, $2) AS state`);
 
-export const BREAKER_PROBE = sql(
-  'control_breaker_probe',
-  `SELECT verdict, wait_ms::float8 AS wait_ms FROM stampeded_breaker_probe($1, $2, $3)`,
-);
+export const BREAKER_PROBE = sql('control_breaker_probe', `SELECT verdict, wait_ms::float8 AS wait_ms FROM stampeded_breaker_probe($1, $2, $3)`);
 
-export const BREAKER_TRIP = sql(
-  'control_breaker_trip',
-  `SELECT state, open_until FROM stampeded_breaker_trip($1, $2, $3, $4)`,
-);
+export const BREAKER_TRIP = sql('control_breaker_trip', `SELECT state, open_until FROM stampeded_breaker_trip($1, $2, $3, $4)`);
 
 export const BREAKER_RESET = sql('control_breaker_reset', `SELECT stampeded_breaker_reset($1) AS closed`);
 
@@ -180,7 +174,4 @@ export const READ_TENANTS = sql(
      FULL JOIN running r ON r.tenant_id = w.tenant_id`,
 );
 
-export const CLAIM_FAIR = sql(
-  'control_claim_fair',
-  `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`,
-);
+export const CLAIM_FAIR = sql('control_claim_fair', `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`);

@@ -29,10 +29,7 @@ const ELIGIBLE = `
  * Whether the queue has ever held a job: the counters keep a row per queue
  * and state once one arrived, at zero after it left.
  */
-export const REDRIVE_QUEUE_KNOWN = sql(
-  'stampeded_redrive_queue_known',
-  `SELECT EXISTS (SELECT 1 FROM stampeded_queue_counts WHERE queue = $1) AS known`,
-);
+export const REDRIVE_QUEUE_KNOWN = sql('stampeded_redrive_queue_known', `SELECT EXISTS (SELECT 1 FROM stampeded_queue_counts WHERE queue = $1) AS known`);
 
 /** The queues that hold copies a redrive would move, for the message that names a queue that holds none. */
 export const DEAD_LETTER_QUEUES = sql(

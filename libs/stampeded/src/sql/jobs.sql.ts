@@ -41,8 +41,7 @@ const INPUT_ROWS = `(
 ) r`;
 
 /** When a job is due: at its runAt, or its delay from now, on the database's clock. */
-const SCHEDULED_AT = (runAt: string, delayMs: string) =>
-  `coalesce(${runAt}, now() + make_interval(secs => coalesce(${delayMs}, 0) / 1000.0))`;
+const SCHEDULED_AT = (runAt: string, delayMs: string) => `coalesce(${runAt}, now() + make_interval(secs => coalesce(${delayMs}, 0) / 1000.0))`;
 
 /** The columns a job without a dedup scope is inserted with (ENQUEUE_PLAIN, ENQUEUE_ONE). */
 const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
@@ -139,8 +138,22 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${SCHEDULED_AT('$9::timestamptz', '$10::
 
 /** ENQUEUE_ONE's parameters after the id, by JobRow key. */
 export const ENQUEUE_ONE_KEYS = [
-  'queue', 'task', 'args', 'meta', 'tenant_id', 'priority', 'destination', 'run_at', 'delay_ms', 'expire_seconds',
-  'max_attempts', 'backoff_base_ms', 'backoff_max_ms', 'max_interruptions', 'max_deferrals', 'dead_letter_queue',
+  'queue',
+  'task',
+  'args',
+  'meta',
+  'tenant_id',
+  'priority',
+  'destination',
+  'run_at',
+  'delay_ms',
+  'expire_seconds',
+  'max_attempts',
+  'backoff_base_ms',
+  'backoff_max_ms',
+  'max_interruptions',
+  'max_deferrals',
+  'dead_letter_queue',
   'remove_on_complete',
 ] as const;
 
@@ -172,15 +185,9 @@ export const CLAIM_BATCH = sql(
      CASE WHEN $5::float8 IS NULL THEN '-infinity'::timestamptz ELSE to_timestamp($5::float8 / 1000) END)`,
 );
 
-export const COMPLETE_MANY = sql(
-  'stampeded_complete_many',
-  `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`,
-);
+export const COMPLETE_MANY = sql('stampeded_complete_many', `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`);
 
-export const FAIL = sql(
-  'stampeded_fail',
-  `SELECT was, now_state, dead_lettered FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8)`,
-);
+export const FAIL = sql('stampeded_fail', `SELECT was, now_state, dead_lettered FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8)`);
 
 export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stampeded_release($1, $2, $3, $4)`);
 
@@ -192,10 +199,7 @@ export const CANCEL = sql('stampeded_cancel', `SELECT was, now_state, queue, wor
 
 export const RETRY = sql('stampeded_retry', `SELECT was, now_state, queue FROM stampeded_retry($1, $2)`);
 
-export const GET_JOB = sql(
-  'stampeded_get_job',
-  `SELECT * FROM stampeded_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2)`,
-);
+export const GET_JOB = sql('stampeded_get_job', `SELECT * FROM stampeded_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2)`);
 
 export const GET_JOBS = sql('stampeded_get_jobs', `SELECT * FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);
 

@@ -39,10 +39,7 @@ export const DELETE_DEAD_WORKERS = sql(
    RETURNING w.id::text AS id`,
 );
 
-export const EXPIRE = sql(
-  'maintenance_expire',
-  `SELECT out_id::text AS id, out_queue AS queue, out_worker::text AS worker_id FROM stampeded_expire($1)`,
-);
+export const EXPIRE = sql('maintenance_expire', `SELECT out_id::text AS id, out_queue AS queue, out_worker::text AS worker_id FROM stampeded_expire($1)`);
 
 export const PRUNE = sql(
   'maintenance_prune',
@@ -56,10 +53,7 @@ export const PRUNE_OCCURRENCES = sql(
   `SELECT stampeded_prune_occurrences(make_interval(secs => $1::float8 / 1000)) AS deleted`,
 );
 
-export const PARTITION_HEALTH = sql(
-  'maintenance_partition_health',
-  `SELECT partition, queue, has_notify, has_counts FROM stampeded_partition_health()`,
-);
+export const PARTITION_HEALTH = sql('maintenance_partition_health', `SELECT partition, queue, has_notify, has_counts FROM stampeded_partition_health()`);
 
 export const REPAIR_PARTITION = sql('maintenance_repair_partition', `SELECT stampeded_repair_partition($1) AS repaired`);
 

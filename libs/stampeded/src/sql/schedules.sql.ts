@@ -69,10 +69,7 @@ export const CLAIM_DUE_SCHEDULES = sql(
 export const FIRE_SCHEDULE = sql('schedules_fire_schedule', `SELECT stampeded_fire_schedule($1, $2)::text AS job_id`);
 
 /** A missed occurrence under missed_policy 'skip': no job, no ledger row, just the next run. */
-export const SKIP_TO_NEXT_RUN = sql(
-  'schedules_skip_schedule',
-  `UPDATE stampeded_schedules SET next_run_at = $2, updated_at = now() WHERE key = $1`,
-);
+export const SKIP_TO_NEXT_RUN = sql('schedules_skip_schedule', `UPDATE stampeded_schedules SET next_run_at = $2, updated_at = now() WHERE key = $1`);
 
 /**
  * Fire now, outside the rhythm: the job is enqueued and recorded in the

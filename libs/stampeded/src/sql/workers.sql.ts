@@ -6,10 +6,7 @@ export const REGISTER_WORKER = sql(
 );
 
 /** Answers whether the row is still there: the reaper deletes the rows of workers it declared dead. */
-export const HEARTBEAT = sql(
-  'stampeded_worker_heartbeat',
-  `UPDATE stampeded_workers SET last_heartbeat = now() WHERE id = $1 RETURNING id`,
-);
+export const HEARTBEAT = sql('stampeded_worker_heartbeat', `UPDATE stampeded_workers SET last_heartbeat = now() WHERE id = $1 RETURNING id`);
 
 /** A worker whose row was reaped while it lived comes back under the same id. */
 export const REREGISTER_WORKER = sql(

@@ -64,9 +64,7 @@ export class OutcomeRecorder {
       while (this.pending.length) {
         const batch = this.pending.splice(0, this.batchSize);
         try {
-          const rows = await this.persist(() =>
-            this.db.query<{ id: string }>(COMPLETE_MANY, [this.workerId, ...completionArrays(batch)]),
-          );
+          const rows = await this.persist(() => this.db.query<{ id: string }>(COMPLETE_MANY, [this.workerId, ...completionArrays(batch)]));
           const done = new Set(rows.map((r) => r.id));
           for (const p of batch) p.resolve(done.has(p.job.id));
         } catch (err) {

@@ -19,11 +19,7 @@ export class WorkerRegistration {
     private readonly metadata: Record<string, unknown>,
   ) {}
 
-  static async register(
-    db: StampededDatabase,
-    queues: string[],
-    metadata: Record<string, unknown>,
-  ): Promise<WorkerRegistration> {
+  static async register(db: StampededDatabase, queues: string[], metadata: Record<string, unknown>): Promise<WorkerRegistration> {
     const [{ id }] = await db.query<{ id: string }>(REGISTER_WORKER, [hostname(), process.pid, queues, JSON.stringify(metadata)]);
     return new WorkerRegistration(db, id, queues, metadata);
   }

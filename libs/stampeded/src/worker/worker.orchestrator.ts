@@ -1,12 +1,4 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  Optional,
-  type BeforeApplicationShutdown,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { STAMPEDED_OPTIONS, DEFAULT_QUEUE } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { CLAIM_BATCH, COMPLETE_MANY } from '../sql/jobs.sql.js';
@@ -111,9 +103,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       { statement: COMPLETE_MANY, values: [this.registration.workerId, '{}', '{}', '{}'] },
     ]);
     this.worker.start();
-    this.logger.log(
-      `worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`,
-    );
+    this.logger.log(`worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`);
   }
 
   private createWorker(workerId: string, queues: string[], control?: ControlGate): Worker {

@@ -32,12 +32,7 @@ export interface ExpectEnqueuedOptions {
 export async function expectEnqueued(app: INestApplicationContext, options: ExpectEnqueuedOptions): Promise<Job[]> {
   const db = app.get(StampededDatabase, { strict: false });
   const states = options.states ?? ['available', 'retryable'];
-  const rows = await db.query(MATCHING_JOBS, [
-    states,
-    options.task ?? null,
-    options.queue ?? null,
-    options.args ? JSON.stringify(options.args) : null,
-  ]);
+  const rows = await db.query(MATCHING_JOBS, [states, options.task ?? null, options.queue ?? null, options.args ? JSON.stringify(options.args) : null]);
   const ok = options.count === undefined ? rows.length > 0 : rows.length === options.count;
   if (!ok) {
     const present = await db.query(ENQUEUED_SAMPLE, [states]);

@@ -220,10 +220,10 @@ async function applyFunctions(run: SqlRunner): Promise<string[]> {
  * text is not this version's. Null when Stampeded is not installed there.
  */
 export async function pendingChanges(run: SqlRunner, schema: string): Promise<{ migrations: MigrationFile[]; functions: string[] } | null> {
-  const [{ present, functions }] = await run(
-    `SELECT to_regclass($1) IS NOT NULL AS present, to_regclass($2) IS NOT NULL AS functions`,
-    [`${quoteIdent(schema)}.stampeded_schema_migrations`, `${quoteIdent(schema)}.stampeded_schema_functions`],
-  );
+  const [{ present, functions }] = await run(`SELECT to_regclass($1) IS NOT NULL AS present, to_regclass($2) IS NOT NULL AS functions`, [
+    `${quoteIdent(schema)}.stampeded_schema_migrations`,
+    `${quoteIdent(schema)}.stampeded_schema_functions`,
+  ]);
   if (!present) return null;
   const names = new Set((await run(`SELECT name FROM ${quoteIdent(schema)}.stampeded_schema_migrations`)).map((r) => String(r.name)));
   if (!names.has('seed')) return null;

@@ -39,10 +39,7 @@ function migrationClass(version: number | 'functions', name: string, schema?: st
  * `migrations: 'auto'` can be used together without applying anything twice.
  */
 export function stampededMigrations(options: { schema?: string } = {}): Array<new () => MigrationInterface> {
-  return [
-    ...MIGRATION_FILES.map((m) => migrationClass(m.version, m.name, options.schema)),
-    migrationClass('functions', functionsClassName(), options.schema),
-  ];
+  return [...MIGRATION_FILES.map((m) => migrationClass(m.version, m.name, options.schema)), migrationClass('functions', functionsClassName(), options.schema)];
 }
 
 /**
