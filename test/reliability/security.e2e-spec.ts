@@ -69,7 +69,7 @@ describe('security: no SQL built from user input', () => {
     'values.length': 'a placeholder number',
     'quoteIdent(options.schema)': 'an identifier, quoted',
     'quoteIdent(schema)': 'an identifier, quoted',
-    'quoteIdent(channel)': "a channel name, quoted (sql/workers.sql.ts listenTo: the schema's insert and cancel channels)",
+    'quoteIdent(channel)': "a channel name, quoted (sql/notifications.sql.ts listenTo and unlistenFrom: the schema's channels)",
     schema: '@stampeded/testing drain: db.quotedSchema(), quoted',
     name: '@stampeded/testing test databases: a random hex name made there',
   };

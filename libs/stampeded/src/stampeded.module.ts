@@ -22,6 +22,7 @@ import { resolveControlConfig } from './control/control.config.js';
 import { resolveTracingConfig } from './tracing/tracing.config.js';
 import { createTracerProvider } from './tracing/tracing.provider.js';
 import { StampededDatabase } from './database/stampeded-database.js';
+import { NotificationListener } from './database/notification-listener.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
 import { RENAMED_OPTION } from './stampeded.messages.js';
@@ -43,6 +44,7 @@ const CORE_PROVIDERS: Provider[] = [
   SchedulesService,
   SchedulerOrchestrator,
   QueueControlService,
+  NotificationListener,
 ];
 const CORE_EXPORTS = [
   QueueService,

@@ -1,4 +1,4 @@
-import { quoteIdent, sql } from './statement.js';
+import { sql } from './statement.js';
 
 export const REGISTER_WORKER = sql(
   'stampeded_register_worker',
@@ -30,12 +30,3 @@ export const UNKNOWN_CLAIMS = sql(
     WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
       AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
 );
-
-/**
- * Not a prepared statement: LISTEN takes no parameters, so the channels,
- * which the schema's triggers name "<schema>.stampeded_insert" and
- * "<schema>.stampeded_cancel", are spliced in quoted.
- */
-export function listenTo(channels: readonly string[]): string {
-  return channels.map((channel) => `LISTEN ${quoteIdent(channel)}`).join('; ');
-}

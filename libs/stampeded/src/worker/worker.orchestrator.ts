@@ -8,7 +8,8 @@ import { JobEvents } from '../events/job-events.js';
 import { ProcessTaskRunner } from '../isolation/process-task.runner.js';
 import { QueueControlService } from '../control/queue-control.service.js';
 import type { ControlGate } from '../control/control.gate.js';
-import { NotificationListener } from './notification-listener.js';
+import { NotificationListener } from '../database/notification-listener.js';
+import { cancelChannel, insertChannel } from '../sql/notifications.sql.js';
 import { WorkerRegistration } from './worker-registration.js';
 import { resolveMaintenanceConfig } from '../maintenance/maintenance.config.js';
 import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
@@ -48,7 +49,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
   private readonly logger = new Logger('Stampeded');
   private worker?: Worker;
   private registration?: WorkerRegistration;
-  private listener?: NotificationListener;
+  private unlisten?: () => Promise<void>;
   private readonly processRunner = new ProcessTaskRunner();
 
   constructor(
@@ -58,6 +59,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     private readonly events: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
     private readonly control: QueueControlService,
+    private readonly listener: NotificationListener,
     @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
   ) {}
 
@@ -83,12 +85,14 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     // Read before the first claim, so that a paused queue is never claimed from.
     const gate = await this.control.gateFor(this.registration.workerId, queues, options.concurrency ?? 10);
     this.worker = this.createWorker(this.registration.workerId, queues, gate);
-    this.listener = new NotificationListener(this.db, {
-      onInsert: (queue) => this.worker?.wake(queue),
-      onCancel: (jobId) => this.worker?.cancelled(jobId),
+    // A missed notification costs latency, never a job: the worker polls as well.
+    this.unlisten = await this.listener.subscribe({
+      channels: {
+        [insertChannel(this.db.schema)]: (queue) => this.worker?.wake(queue),
+        [cancelChannel(this.db.schema)]: (jobId) => this.worker?.cancelled(jobId),
+      },
       onConnected: () => this.worker?.wake(),
     });
-    await this.listener.start();
     // Half the reaper's threshold: this worker stops its jobs before the
     // reaper can hand them to another, so that no job runs twice at once.
     const reapAfterMs = resolveMaintenanceConfig(this.options.maintenance, options.heartbeatIntervalMs).reapDeadAfterMs;
@@ -134,7 +138,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     const worker = this.worker;
     this.worker = undefined;
     await worker.stop(this.options.worker?.shutdownTimeoutMs ?? 10_000);
-    await this.listener?.stop();
+    await this.unlisten?.();
     await this.registration?.deregister();
   }
 

@@ -1,0 +1,147 @@
+import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import type pg from 'pg';
+import { StampededDatabase } from './stampeded-database.js';
+import { listenTo, unlistenFrom } from '../sql/notifications.sql.js';
+
+export interface ListenerSubscription {
+  /** Each channel's handler, called with the notification's payload. */
+  channels: Readonly<Record<string, (payload: string) => void>>;
+  /** Listening, first or again after a reconnect: notifications sent meanwhile were missed. */
+  onConnected?(): void;
+}
+
+/**
+ * The one connection of an app that LISTENs, whoever needs notifications: the
+ * worker (wake-ups, cancels) and the job events and waiters (outcomes). A
+ * connection per subscriber would be a connection per waiter. It opens when
+ * the first subscription comes, and reconnects with backoff when it drops;
+ * what was sent while it was down is not replayed, so every subscriber has a
+ * way of its own to catch up (`onConnected`): the worker polls, waiters
+ * re-read their jobs.
+ */
+@Injectable()
+export class NotificationListener implements OnApplicationShutdown {
+  private readonly logger = new Logger('Stampeded');
+  private readonly subscriptions = new Set<ListenerSubscription>();
+  private client?: pg.Client;
+  /** The channels LISTENed on `client`. */
+  private listening = new Set<string>();
+  /** LISTENs and UNLISTENs, one after the other, so that the set above stays true. */
+  private syncing: Promise<void> = Promise.resolve();
+  private connecting?: Promise<void>;
+  private stopped = false;
+  private reconnectTimer?: NodeJS.Timeout;
+  private failures = 0;
+
+  constructor(private readonly db: StampededDatabase) {}
+
+  /** Whether the connection is up and LISTENs on the channel. */
+  isListening(channel: string): boolean {
+    return this.client !== undefined && this.listening.has(channel);
+  }
+
+  /**
+   * Starts delivering the subscription's channels. Resolves once they are
+   * LISTENed, or once the attempt failed (a reconnect is then under way, and
+   * `onConnected` says when it succeeds); answers the unsubscribe.
+   */
+  async subscribe(subscription: ListenerSubscription): Promise<() => Promise<void>> {
+    if (this.stopped) return async () => {};
+    this.subscriptions.add(subscription);
+    const unsubscribe = async () => {
+      if (!this.subscriptions.delete(subscription)) return;
+      await this.sync().catch(() => {});
+    };
+    // A connection under way LISTENs to what is wanted once it is up, and
+    // tells every subscription; one being waited for (reconnectTimer) will.
+    if (this.connecting) await this.connecting;
+    else if (!this.client && !this.reconnectTimer) await (this.connecting = this.connect().finally(() => (this.connecting = undefined)));
+    else if (this.client) {
+      // A failure here is the connection's: its 'error' or 'end' reconnects.
+      await this.sync().catch(() => {});
+      if (Object.keys(subscription.channels).every((c) => this.isListening(c))) subscription.onConnected?.();
+    }
+    return unsubscribe;
+  }
+
+  private wanted(): Set<string> {
+    const channels = new Set<string>();
+    for (const s of this.subscriptions) for (const c of Object.keys(s.channels)) channels.add(c);
+    return channels;
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    const client = this.db.newClient();
+    this.client = client;
+    this.listening = new Set();
+    client.on('notification', (message) => {
+      if (message.payload === undefined) return;
+      for (const s of this.subscriptions) s.channels[message.channel]?.(message.payload);
+    });
+    client.on('error', () => this.scheduleReconnect(client));
+    client.on('end', () => this.scheduleReconnect(client));
+    try {
+      await client.connect();
+      await this.sync();
+      if (this.client !== client) return;
+      if (this.failures > 0) this.logger.log('notification connection restored');
+      this.failures = 0;
+      for (const s of [...this.subscriptions]) s.onConnected?.();
+    } catch (err) {
+      this.scheduleReconnect(client, err);
+    }
+  }
+
+  /** LISTENs to the channels a subscription wants and UNLISTENs from those none wants any more. */
+  private sync(): Promise<void> {
+    const run = async () => {
+      const client = this.client;
+      if (!client) return;
+      const wanted = this.wanted();
+      const add = [...wanted].filter((c) => !this.listening.has(c));
+      const drop = [...this.listening].filter((c) => !wanted.has(c));
+      if (add.length) await client.query(listenTo(add));
+      if (drop.length) await client.query(unlistenFrom(drop));
+      if (client !== this.client) return;
+      for (const c of add) this.listening.add(c);
+      for (const c of drop) this.listening.delete(c);
+    };
+    // A failed LISTEN is the connection failing: its 'error' or 'end' reconnects.
+    const next = this.syncing.then(run, run);
+    this.syncing = next.catch(() => {});
+    return next;
+  }
+
+  private scheduleReconnect(client: pg.Client, err?: unknown): void {
+    if (this.stopped || client !== this.client || this.reconnectTimer) return;
+    this.client = undefined;
+    this.listening = new Set();
+    client.end().catch(() => {});
+    this.failures++;
+    const delay = Math.min(30_000, 250 * 2 ** Math.min(this.failures, 7));
+    if (this.failures === 1 || this.failures % 10 === 0) {
+      this.logger.warn(
+        `notification connection lost (${(err as Error)?.message ?? 'closed'}); reconnecting in ${delay} ms (the worker polls, waiters re-read their jobs meanwhile)`,
+      );
+    }
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
+    }, delay);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.stop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.subscriptions.clear();
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+}
