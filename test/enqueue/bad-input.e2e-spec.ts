@@ -50,6 +50,7 @@ describe('bad input', () => {
       ['maxInterruptions', { maxInterruptions: 0 }, { maxInterruptions: 32767 }, 'max_interruptions', 0, 32767],
       ['maxDeferrals', { maxDeferrals: 0 }, { maxDeferrals: 32767 }, 'max_deferrals', 0, 32767],
       ['backoff.baseMs', { backoff: { baseMs: 1 } }, { backoff: { baseMs: 32767 } }, 'backoff_base_ms', 1, 32767],
+      ['backoff.baseMs past the smallint', { backoff: { baseMs: 32768 } }, { backoff: { baseMs: 2147483647 } }, 'backoff_base_wide_ms', 32768, 2147483647],
       ['backoff.maxMs', { backoff: { maxMs: 1 } }, { backoff: { maxMs: 2147483647 } }, 'backoff_max_ms', 1, 2147483647],
     ])('%s at both ends', async (_option, low, high, column, lowValue, highValue) => {
       expect((await stored({}, low as EnqueueOptions))[column]).toBe(lowValue);
@@ -69,7 +70,8 @@ describe('bad input', () => {
       [{ maxInterruptions: 32768 }, /maxInterruptions must be an integer from 0 to 32767/],
       [{ maxDeferrals: -1 }, /maxDeferrals must be an integer from 0 to 32767/],
       [{ maxDeferrals: 32768 }, /maxDeferrals must be an integer from 0 to 32767/],
-      [{ backoff: { baseMs: 0 } }, /backoff.baseMs must be an integer from 1 to 32767/],
+      [{ backoff: { baseMs: 0 } }, /backoff.baseMs must be an integer from 1 to 2147483647/],
+      [{ backoff: { baseMs: 2147483648 } }, /backoff.baseMs must be an integer from 1 to 2147483647/],
       [{ backoff: { maxMs: 0 } }, /backoff.maxMs must be an integer from 1 to 2147483647/],
       [{ backoff: { maxMs: 2147483648 } }, /backoff.maxMs must be an integer from 1 to 2147483647/],
       [{ backoff: { baseMs: 10, jitter: true } }, /unknown option "jitter"/],

@@ -162,7 +162,7 @@ describe('enqueue', () => {
     ['an unknown option', 'x', {}, { priorty: 1 }, /unknown option "priorty"/],
     ['priority past smallint', 'x', {}, { priority: 40000 }, /priority must be an integer from -32768 to 32767/],
     ['maxAttempts 0', 'x', {}, { maxAttempts: 0 }, /maxAttempts must be an integer from 1/],
-    ['backoff.baseMs past smallint', 'x', {}, { backoff: { baseMs: 60000 } }, /backoff.baseMs must be an integer from 1 to 32767/],
+    ['backoff.baseMs past integer', 'x', {}, { backoff: { baseMs: 2 ** 31 } }, /backoff.baseMs must be an integer from 1 to 2147483647/],
     ['a dead-letter queue equal to the queue', 'x', {}, { queue: 'q', deadLetterQueue: 'q' }, /deadLetterQueue is the job's own queue/],
     ['an invalid dedup period', 'x', {}, { dedup: { scope: 's', period: 'fortnight' } }, /dedup.period must be one of minute, hour, day, week, month/],
     ['a queue name too long for a partition', 'x', {}, { queue: 'q'.repeat(49) }, /1 to 48 characters/],

@@ -56,6 +56,13 @@ class AsksForItsDelay implements TaskHandler {
   }
 }
 
+@Task('slow-to-retry', { queue: 'long-backoff', maxAttempts: 3, backoff: { baseMs: 60_000 } })
+class SlowToRetry implements TaskHandler {
+  handle() {
+    throw new Error('downstream is down');
+  }
+}
+
 describe('a task that decides its own retries', () => {
   let db: TestDatabase;
   let sql: pg.Client;
@@ -133,6 +140,46 @@ describe('a task that decides its own retries', () => {
     expect(third.scheduled_after_ms).toBeGreaterThanOrEqual(500);
     expect(third.scheduled_after_ms).toBeLessThanOrEqual(1000);
     expect(fixedThenDefault.calls).toBe(2);
+    await app.close();
+  });
+
+  it('backs off from a base of a minute: stored whole by every insert, and the retries scheduled from it', async () => {
+    const app = await bootApp(db.url, { providers: [SlowToRetry], stampeded: { worker: { enabled: false } } });
+    const queue = app.get(QueueService);
+    const base = async (id: string) => (await sql.query(`SELECT backoff_base_ms, backoff_base_wide_ms FROM stampeded_jobs WHERE id = $1`, [id])).rows[0];
+
+    // One job (its own statement), a batch, and a job with a dedup scope: the three insert statements.
+    const { id } = await queue.enqueue(SlowToRetry, {});
+    const [many, short] = await queue.enqueueMany([
+      { task: 'slow-to-retry', options: { backoff: { baseMs: 90_000 } } },
+      { task: 'slow-to-retry', options: { backoff: { baseMs: 500 } } },
+    ]);
+    const deduplicated = await queue.enqueue('slow-to-retry', {}, { dedup: { scope: 'long-base' } });
+    expect(await base(id)).toEqual({ backoff_base_ms: 32767, backoff_base_wide_ms: 60_000 });
+    expect(await base(many.id)).toEqual({ backoff_base_ms: 32767, backoff_base_wide_ms: 90_000 });
+    expect(await base(short.id)).toEqual({ backoff_base_ms: 500, backoff_base_wide_ms: null });
+    expect(await base(deduplicated.id)).toEqual({ backoff_base_ms: 32767, backoff_base_wide_ms: 60_000 });
+    expect((await queue.getJob(id))?.backoffBaseMs).toBe(60_000);
+    expect((await queue.getJob(short.id))?.backoffBaseMs).toBe(500);
+
+    // The schema holds every writer to one way of storing a base.
+    await expect(sql.query(`UPDATE stampeded_jobs SET backoff_base_wide_ms = 1000 WHERE id = $1`, [short.id])).rejects.toThrow(
+      /stampeded_jobs_backoff_base_wide_check/,
+    );
+    for (const other of [many.id, short.id, deduplicated.id]) await queue.cancel(other);
+
+    // Equal jitter: the first retry half a minute to a minute on, the second one to two minutes.
+    const run = () => drain(app, { queue: 'long-backoff', withScheduled: true, maxJobs: 1 });
+    expect(await run()).toMatchObject({ retrying: 1 });
+    const first = await jobRow(id);
+    expect(first).toMatchObject({ state: 'retryable', attempt: 1, failure_kind: 'raised' });
+    expect(first.scheduled_after_ms).toBeGreaterThanOrEqual(30_000);
+    expect(first.scheduled_after_ms).toBeLessThanOrEqual(60_000);
+    expect(await run()).toMatchObject({ retrying: 1 });
+    const second = await jobRow(id);
+    expect(second).toMatchObject({ state: 'retryable', attempt: 2 });
+    expect(second.scheduled_after_ms).toBeGreaterThanOrEqual(60_000);
+    expect(second.scheduled_after_ms).toBeLessThanOrEqual(120_000);
     await app.close();
   });
 

@@ -54,6 +54,7 @@ describe('buildJobRow: where each value comes from', () => {
       expire_seconds: 300,
       max_attempts: 25,
       backoff_base_ms: 1000,
+      backoff_base_wide_ms: null,
       backoff_max_ms: 3_600_000,
       max_interruptions: 3,
       max_deferrals: 100,
@@ -75,6 +76,13 @@ describe('buildJobRow: where each value comes from', () => {
   it('merges backoff field by field across the layers, and skips values left undefined', () => {
     const r = row({ backoff: { maxMs: 9000 }, priority: undefined }, [{ backoff: { baseMs: 50 }, priority: 4 }]);
     expect(r).toMatchObject({ backoff_base_ms: 50, backoff_max_ms: 9000, priority: 4 });
+  });
+
+  it('stores a backoff base of up to 32767 ms in backoff_base_ms alone, and a longer one whole in backoff_base_wide_ms', () => {
+    expect(row({ backoff: { baseMs: 32767 } })).toMatchObject({ backoff_base_ms: 32767, backoff_base_wide_ms: null });
+    expect(row({ backoff: { baseMs: 32768 } })).toMatchObject({ backoff_base_ms: 32767, backoff_base_wide_ms: 32768 });
+    expect(row({ backoff: { baseMs: 60_000 } })).toMatchObject({ backoff_base_ms: 32767, backoff_base_wide_ms: 60_000 });
+    expect(row({ backoff: { baseMs: 2147483647 } })).toMatchObject({ backoff_base_ms: 32767, backoff_base_wide_ms: 2147483647 });
   });
 
   it('stores runAt as ISO text and delayMs as given', () => {
@@ -160,7 +168,7 @@ describe('validateJobOptions', () => {
     [{ maxAttempts: 0 }, 'maxAttempts must be an integer from 1 to 32767 (the smallint max_attempts column), got 0'],
     [{ expireSeconds: '60' }, 'expireSeconds must be an integer from 1 to 2147483647 (the integer expire_seconds column), got "60"'],
     [{ maxInterruptions: -1 }, 'maxInterruptions must be an integer from 0 to 32767 (the smallint max_interruptions column), got -1'],
-    [{ backoff: { baseMs: 40000 } }, 'backoff.baseMs must be an integer from 1 to 32767 (the smallint backoff_base_ms column), got 40000'],
+    [{ backoff: { baseMs: 2147483648 } }, 'backoff.baseMs must be an integer from 1 to 2147483647 (the integer backoff_base_wide_ms column), got 2147483648'],
     [{ removeOnComplete: 'yes' }, 'removeOnComplete must be true or false, got "yes"'],
   ])('refuses %j, naming the column', (options, message) => {
     expect(refusal(() => validateJobOptions(WHERE, options as never))).toBe(`${WHERE}: ${message}.`);

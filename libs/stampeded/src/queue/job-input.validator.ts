@@ -18,6 +18,8 @@ export interface JobRow {
   expire_seconds: number;
   max_attempts: number;
   backoff_base_ms: number;
+  /** The base when it is longer than backoff_base_ms holds, or null (see backoffBaseColumns). */
+  backoff_base_wide_ms: number | null;
   backoff_max_ms: number;
   max_interruptions: number;
   max_deferrals: number;
@@ -174,7 +176,7 @@ export function validateJobOptions(where: string, options: JobOptions | undefine
   if (options.backoff !== undefined) {
     if (options.backoff === null || typeof options.backoff !== 'object') fail(where, 'backoff', 'must be an object { baseMs?, maxMs? }');
     rejectUnknown(`${where} backoff`, options.backoff, ['baseMs', 'maxMs']);
-    if (options.backoff.baseMs !== undefined) integerIn(where, 'backoff.baseMs', options.backoff.baseMs, 1, smallint.max, 'smallint backoff_base_ms');
+    if (options.backoff.baseMs !== undefined) integerIn(where, 'backoff.baseMs', options.backoff.baseMs, 1, integer.max, 'integer backoff_base_wide_ms');
     if (options.backoff.maxMs !== undefined) integerIn(where, 'backoff.maxMs', options.backoff.maxMs, 1, integer.max, 'integer backoff_max_ms');
   }
   if (options.deadLetterQueue !== undefined) validateQueueName(where, 'deadLetterQueue', options.deadLetterQueue);
@@ -256,7 +258,7 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
     delay_ms: options.delayMs ?? null,
     expire_seconds: merged.expireSeconds ?? columns.expireSeconds,
     max_attempts: merged.maxAttempts ?? columns.maxAttempts,
-    backoff_base_ms: baseMs,
+    ...backoffBaseColumns(baseMs),
     backoff_max_ms: maxMs,
     max_interruptions: merged.maxInterruptions ?? columns.maxInterruptions,
     max_deferrals: merged.maxDeferrals ?? columns.maxDeferrals,
@@ -265,6 +267,19 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
     dead_letter_queue: merged.deadLetterQueue ?? null,
     remove_on_complete: merged.removeOnComplete ?? false,
   };
+}
+
+/**
+ * A backoff base as the two columns that store it (migration 8): the seed's
+ * smallint backoff_base_ms holds a base of up to 32,767 ms, and a longer one
+ * goes whole to backoff_base_wide_ms, with backoff_base_ms at its largest so
+ * that a runtime that reads only the seed's column backs off as long as it
+ * can. The job mapper reads the base back as the first that is not NULL.
+ */
+export function backoffBaseColumns(baseMs: number): Pick<JobRow, 'backoff_base_ms' | 'backoff_base_wide_ms'> {
+  return baseMs > LIMITS.smallint.max
+    ? { backoff_base_ms: LIMITS.smallint.max, backoff_base_wide_ms: baseMs }
+    : { backoff_base_ms: baseMs, backoff_base_wide_ms: null };
 }
 
 /**

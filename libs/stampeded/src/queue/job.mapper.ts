@@ -28,7 +28,8 @@ export function toJob(row: JobRowResult): Job {
     checkpoint: row.checkpoint,
     checkpointAt: row.checkpoint_at,
     checkpointSeq: row.checkpoint_seq,
-    backoffBaseMs: row.backoff_base_ms,
+    // A base longer than the smallint holds is in backoff_base_wide_ms (backoffBaseColumns).
+    backoffBaseMs: row.backoff_base_wide_ms ?? row.backoff_base_ms,
     backoffMaxMs: row.backoff_max_ms,
     claimedBy: row.claimed_by,
     claimedAt: row.claimed_at,

@@ -273,6 +273,7 @@ const ROW_KEYS = [
   'dedup_period',
   'dead_letter_queue',
   'remove_on_complete',
+  'backoff_base_wide_ms',
 ] as const satisfies readonly (keyof JobRow)[];
 const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
 

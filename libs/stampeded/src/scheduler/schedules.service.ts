@@ -130,6 +130,7 @@ export class SchedulesService {
       expire_seconds: row.expire_seconds,
       max_attempts: row.max_attempts,
       backoff_base_ms: row.backoff_base_ms,
+      backoff_base_wide_ms: row.backoff_base_wide_ms,
       backoff_max_ms: row.backoff_max_ms,
       max_interruptions: row.max_interruptions,
       max_deferrals: row.max_deferrals,

@@ -92,9 +92,10 @@ export const REDRIVE_BATCH = sql(
    inserted AS (
        INSERT INTO stampeded_jobs
               (queue, task, args, meta, tenant_id, priority, destination, max_attempts, dead_letter_queue,
-               expire_seconds, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, remove_on_complete)
+               expire_seconds, backoff_base_ms, backoff_base_wide_ms, backoff_max_ms, max_interruptions, max_deferrals,
+               remove_on_complete)
        SELECT m.source_queue, m.task, m.args, m.meta, m.tenant_id, m.priority, m.destination, m.max_attempts, m.queue,
-              coalesce(s.expire_seconds, 3600), coalesce(s.backoff_base_ms, 1000), coalesce(s.backoff_max_ms, 3600000),
+              coalesce(s.expire_seconds, 3600), coalesce(s.backoff_base_ms, 1000), s.backoff_base_wide_ms, coalesce(s.backoff_max_ms, 3600000),
               coalesce(s.max_interruptions, 1), coalesce(s.max_deferrals, 100), coalesce(s.remove_on_complete, false)
          FROM moved m
          LEFT JOIN stampeded_jobs s ON s.queue = m.source_queue AND s.id = m.source_id

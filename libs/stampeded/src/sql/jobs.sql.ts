@@ -28,7 +28,8 @@ const INPUT_COLUMNS = `
            id uuid, queue text, task text, args json, meta json, tenant_id text, priority smallint, destination text,
            run_at timestamptz, delay_ms double precision, expire_seconds integer, max_attempts smallint,
            backoff_base_ms smallint, backoff_max_ms integer, max_interruptions smallint, max_deferrals smallint,
-           dedup_scope text, dedup_period text, dead_letter_queue text, remove_on_complete boolean`;
+           dedup_scope text, dedup_period text, dead_letter_queue text, remove_on_complete boolean,
+           backoff_base_wide_ms integer`;
 const INPUT_NAMES = INPUT_COLUMNS.split(',').map((c) => c.trim().split(' ')[0]);
 const INPUT_VALUES = INPUT_NAMES.map((n) =>
   ['args', 'meta'].includes(n) ? `coalesce(b.${n}, c.${n})::jsonb AS ${n}` : `coalesce(b.${n}, c.${n}) AS ${n}`,
@@ -45,7 +46,8 @@ const SCHEDULED_AT = (runAt: string, delayMs: string) => `coalesce(${runAt}, now
 
 /** The columns a job without a dedup scope is inserted with (ENQUEUE_PLAIN, ENQUEUE_ONE). */
 const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
-        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue, remove_on_complete`;
+        max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue, remove_on_complete,
+        backoff_base_wide_ms`;
 
 /**
  * Inserts any number of jobs in one statement and answers, per input row in
@@ -66,17 +68,17 @@ WITH input AS MATERIALIZED (
            ${SCHEDULED_AT('r.run_at', 'r.delay_ms')} AS scheduled_at,
            r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
            r.max_interruptions, r.max_deferrals, r.dedup_scope, r.dedup_period, r.dead_letter_queue,
-           r.remove_on_complete, ${DEDUP_KEY} AS dedup_key
+           r.remove_on_complete, r.backoff_base_wide_ms, ${DEDUP_KEY} AS dedup_key
       FROM ${INPUT_ROWS}
 ),
 inserted AS (
     INSERT INTO stampeded_jobs
            (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
             max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
-            dedup_scope, dedup_period, dead_letter_queue, remove_on_complete)
+            dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms)
     SELECT id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
            max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
-           dedup_scope, dedup_period, dead_letter_queue, remove_on_complete
+           dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms
       FROM input
      ORDER BY ord
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
@@ -118,7 +120,7 @@ INSERT INTO stampeded_jobs (${PLAIN_COLUMNS})
 SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
        ${SCHEDULED_AT('r.run_at', 'r.delay_ms')},
        r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
-       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete
+       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms
   FROM ${INPUT_ROWS}`,
 );
 
@@ -133,7 +135,7 @@ export const ENQUEUE_ONE = sql(
   `
 INSERT INTO stampeded_jobs (${PLAIN_COLUMNS})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${SCHEDULED_AT('$9::timestamptz', '$10::float8')},
-        $11, $12, $13, $14, $15, $16, $17, $18)`,
+        $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 );
 
 /** ENQUEUE_ONE's parameters after the id, by JobRow key. */
@@ -155,6 +157,7 @@ export const ENQUEUE_ONE_KEYS = [
   'max_deferrals',
   'dead_letter_queue',
   'remove_on_complete',
+  'backoff_base_wide_ms',
 ] as const;
 
 /**
@@ -171,7 +174,7 @@ export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority
           CASE WHEN cardinality(attempted_by) = 1 THEN NULL ELSE attempted_by END AS attempted_by,
           interruptions, max_interruptions, deferrals, max_deferrals, checkpoint,
           extract(epoch FROM checkpoint_at)::float8 * 1000 AS checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms,
-          dedup_scope, dedup_period, failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue,
+          backoff_base_wide_ms, dedup_scope, dedup_period, failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue,
           source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at`;
 
 /**

@@ -31,7 +31,7 @@ CREATE OR REPLACE FUNCTION stampeded_claim_batch(
     attempt smallint, max_attempts smallint, attempted_by text[], interruptions smallint,
     max_interruptions smallint, deferrals smallint, max_deferrals smallint, checkpoint jsonb,
     checkpoint_at timestamptz, checkpoint_seq integer, backoff_base_ms smallint, backoff_max_ms integer,
-    dedup_scope text, dedup_period text, failure_kind text, last_error text, errors jsonb,
+    backoff_base_wide_ms integer, dedup_scope text, dedup_period text, failure_kind text, last_error text, errors jsonb,
     dead_letter_queue text, source_id uuid, source_queue text, source_attempts smallint,
     inserted_at timestamptz
 )
@@ -78,6 +78,6 @@ AS $$
               j.scheduled_at, j.expire_seconds, j.heartbeat_at, j.attempt, j.max_attempts,
               j.attempted_by, j.interruptions, j.max_interruptions, j.deferrals, j.max_deferrals,
               j.checkpoint, j.checkpoint_at, j.checkpoint_seq, j.backoff_base_ms, j.backoff_max_ms,
-              j.dedup_scope, j.dedup_period, j.failure_kind, j.last_error, j.errors,
+              j.backoff_base_wide_ms, j.dedup_scope, j.dedup_period, j.failure_kind, j.last_error, j.errors,
               j.dead_letter_queue, j.source_id, j.source_queue, j.source_attempts, j.inserted_at;
 $$;

@@ -25,6 +25,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 5, name: 'contention', file: '0005_contention.sql' },
   { version: 6, name: 'cost', file: '0006_cost.sql' },
   { version: 7, name: 'queue_pause', file: '0007_queue_pause.sql' },
+  { version: 8, name: 'backoff_base', file: '0008_backoff_base.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
