@@ -11,7 +11,8 @@
 //   node bench/sql-cost.mjs --jobs 20000 --batch 200 --remove
 //
 // --remove enqueues the jobs with removeOnComplete (deleted when they
-// complete); --plans prints the plans; --setup "SQL" runs SQL before the load
+// complete); --results completes each job with a small result
+// ({"ok":true,"n":<i>}, as a handler's return value is stored); --plans prints the plans; --setup "SQL" runs SQL before the load
 // (an experiment); STAMPEDED_SQL_COST_PID=1 prints the backend's pid, to
 // attach a profiler to it. PostgreSQL: DATABASE_URL when set (it needs pg_stat_statements
 // in shared_preload_libraries), otherwise one started for the run.
@@ -29,6 +30,7 @@ const option = (name, fallback) => {
 const JOBS = Number(option('jobs', 50_000));
 const BATCH = Number(option('batch', 500));
 const REMOVE = args.includes('--remove');
+const RESULTS = args.includes('--results');
 const FINISHED = Number(option('finished', 0));
 
 const server = await startPostgres({
@@ -107,11 +109,13 @@ try {
     claimMs += performance.now() - t;
     if (!claimed.rowCount) break;
     t = performance.now();
-    const completed = await q('SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])', [
+    // As the worker sends it: the results NULL when no job of the batch has one.
+    const completed = await q('SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[], $5::jsonb[])', [
       worker,
       claimed.rows.map((r) => r.queue),
       claimed.rows.map((r) => r.id),
       claimed.rows.map((r) => r.attempt),
+      RESULTS ? claimed.rows.map((_, i) => JSON.stringify({ ok: true, n: done + i })) : null,
     ]);
     completeMs += performance.now() - t;
     if (midway) await explain(false);
@@ -140,7 +144,7 @@ try {
 
   const per = (x) => (x / JOBS).toFixed(2);
   console.log(
-    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
+    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${RESULTS ? ', with results' : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
   );
   console.log(
     `  claim ${((claimMs * 1000) / JOBS).toFixed(1)} us a job, completion ${((completeMs * 1000) / JOBS).toFixed(1)} us a job (wall, round trips included)`,

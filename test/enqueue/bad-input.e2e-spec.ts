@@ -317,4 +317,17 @@ describe('bad input', () => {
       );
     });
   });
+
+  describe('stored results', () => {
+    it('a storeResult that is not true or false is refused at startup, naming the task', async () => {
+      // A string, as a config file would give it: truthy, but not a decision.
+      @Task('result-as-text', { storeResult: 'no' as unknown as boolean })
+      class ResultAsText implements TaskHandler {
+        handle() {}
+      }
+      await expect(
+        bootApp(db.url, { via: 'connection', providers: [ResultAsText], stampeded: { worker: { enabled: false }, maintenance: { enabled: false } } }),
+      ).rejects.toThrow(`@Task('result-as-text') on ResultAsText: storeResult must be true or false, got "no".`);
+    });
+  });
 });

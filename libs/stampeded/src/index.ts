@@ -25,12 +25,13 @@ export {
   UnrecoverableError,
   RetryAfterError,
   CheckpointError,
+  ResultError,
   BreakerOpenError,
   JobAbortedError,
 } from './errors/stampeded.errors.js';
 export { DEFAULT_QUEUE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';
-export type { Job, JobState, FailureKind, JobErrorEntry, QueueCounts } from './interfaces/job.interface.js';
+export type { Job, JobState, FailureKind, JobErrorEntry, JobProgress, QueueCounts } from './interfaces/job.interface.js';
 export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod } from './interfaces/job-options.interface.js';
 export type { TaskOptions, JobContext, TaskHandler } from './interfaces/task.interface.js';
 export type { RetryPolicy, RetryDecision, FailedAttempt, RetryableFailureKind } from './interfaces/retry-policy.interface.js';

@@ -19,6 +19,20 @@ export const LIMITS = {
   argsBytes: 1_048_576,
   metaBytes: 1_048_576,
   checkpointBytes: 65_536,
+  /**
+   * A handler's stored result, as JSON text. The completion statement carries
+   * the result of every job of its batch (up to 500), so this bounds what one
+   * statement sends and PostgreSQL parses; and the row stays in the jobs table,
+   * the one that has the bloat problem, until it is pruned. The checkpoint's
+   * bound, so that there is one number to remember.
+   */
+  resultBytes: 65_536,
+  /**
+   * A job's progress, as JSON text: counts and a stage, written again on
+   * every report (at most once a second), so it stays small enough to be
+   * stored inline with the row rather than TOASTed.
+   */
+  progressBytes: 1024,
   /** 63-byte identifiers, less the `stampeded_jobs_` prefix of a queue's partition. */
   queueNameLength: 48,
   jsonDepth: 64,

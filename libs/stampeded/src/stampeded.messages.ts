@@ -79,6 +79,14 @@ export const DEFAULT_QUEUE_PARTITION = (queue: string) =>
 export const CHECKPOINT_TOO_LARGE = (bytes: number, max: number) =>
   `Checkpoint is ${bytes} bytes; the limit is ${max} bytes (64 KB). ` + `Store a cursor ("I have done N") rather than the set of what was done.`;
 
+export const RESULT_TOO_LARGE = (task: string, bytes: number, max: number) =>
+  `The result of task "${task}" is ${bytes} bytes as JSON; the limit is ${max} bytes (64 KB). ` +
+  `Store large output elsewhere (a table of your own, object storage) and return a reference to it, ` +
+  `or set storeResult: false on the task to keep results out of the job.`;
+
+export const RESULT_NOT_STORABLE = (task: string, problem: string) =>
+  `The result of task "${task}" cannot be stored: ${problem}. Return a JSON value, or set storeResult: false on the task to keep results out of the job.`;
+
 export const PROCESS_FILE_REQUIRED = (where: string, file: unknown) =>
   `${where}: isolation 'process' needs a processFile, the module the child process runs, ` +
   (file === undefined ? 'and none was given' : `and ${JSON.stringify(String(file))} is neither a URL nor an absolute path`) +

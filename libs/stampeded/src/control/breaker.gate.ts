@@ -3,7 +3,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { BreakerState } from '../interfaces/control.interface.js';
 import type { FailureRecord } from '../worker/outcome-recorder.js';
-import { BreakerOpenError, UnrecoverableError } from '../errors/stampeded.errors.js';
+import { BreakerOpenError, ResultError, UnrecoverableError } from '../errors/stampeded.errors.js';
 import { BREAKER_IS_OPEN } from '../stampeded.messages.js';
 import { BREAKER_FAILURE, BREAKER_PROBE, BREAKER_SUCCESS, BREAKER_TRIP } from '../sql/control.sql.js';
 import { breakerConfigFor, type ControlConfig } from './control.config.js';
@@ -148,7 +148,8 @@ export class BreakerGate {
       }
       return deferral('breaker_open', error, Math.max(1, err.cooldownMs));
     }
-    if (!destination || err instanceof UnrecoverableError) return undefined;
+    // A result too large to store is the task's doing: the destination answered.
+    if (!destination || err instanceof UnrecoverableError || err instanceof ResultError) return undefined;
     const breaker = breakerConfigFor(this.config, destination);
     if (!breaker.enabled) return undefined;
     try {

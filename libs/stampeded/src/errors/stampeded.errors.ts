@@ -41,6 +41,15 @@ export class CheckpointError extends Error {
 }
 
 /**
+ * A handler's return value could not be stored as the job's result (not
+ * JSON, or over the size limit): the attempt fails with this error, and the
+ * job is retried or discarded as its retry policy says.
+ */
+export class ResultError extends Error {
+  override name = 'ResultError';
+}
+
+/**
  * Thrown by a handler whose job has a destination that said to back off (an
  * HTTP 429, or a 503 with Retry-After): the destination's breaker opens for
  * the whole fleet for `cooldownMs`, and this job -- like every job for it

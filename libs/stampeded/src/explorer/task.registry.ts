@@ -1,9 +1,9 @@
 import { isAbsolute } from 'node:path';
 import { Injectable, type Type } from '@nestjs/common';
-import { DUPLICATE_TASK, INVALID_RETRY_POLICY, NOT_A_TASK_CLASS, PROCESS_FILE_REQUIRED, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
+import { DUPLICATE_TASK, INVALID_OPTION, INVALID_RETRY_POLICY, NOT_A_TASK_CLASS, PROCESS_FILE_REQUIRED, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { TASK_METADATA } from '../stampeded.constants.js';
-import { validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
+import { describe, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
 import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
 import type { RetryPolicy } from '../interfaces/retry-policy.interface.js';
 
@@ -16,7 +16,7 @@ export interface RegisteredTask {
   retryPolicy?: RetryPolicy;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy'] as const;
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult'] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -35,6 +35,9 @@ export class TaskRegistry {
     }
     if (metadata.isolation === 'process' && !isModuleLocation(metadata.processFile)) {
       throw new StampededConfigError(PROCESS_FILE_REQUIRED(where, metadata.processFile));
+    }
+    if (metadata.storeResult !== undefined && typeof metadata.storeResult !== 'boolean') {
+      throw new StampededConfigError(INVALID_OPTION(where, 'storeResult', `must be true or false, got ${describe(metadata.storeResult)}`));
     }
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
     if (typeof (instance as { handle?: unknown })?.handle !== 'function') {

@@ -14,6 +14,12 @@ export interface JobErrorEntry {
   exit_status: number | null;
 }
 
+/**
+ * What a running handler reports through `ctx.progress()`: a number (a
+ * percentage, by convention) or a small JSON object (`{ done: 40, total: 200 }`).
+ */
+export type JobProgress = number | Record<string, unknown>;
+
 /** A row of stampeded_jobs, as the runtime hands it out. */
 export interface Job<Args extends object = Record<string, unknown>> {
   id: string;
@@ -53,6 +59,17 @@ export interface Job<Args extends object = Record<string, unknown>> {
   sourceAttempts: number | null;
   insertedAt: Date;
   finishedAt: Date | null;
+  /**
+   * What the handler returned, once the job completed: null before, when it
+   * returned nothing (undefined or null), and when its task has
+   * `storeResult: false`.
+   */
+  result: unknown;
+  /**
+   * The last progress its handler reported (`ctx.progress()`), kept after the
+   * run ends; null when none was reported.
+   */
+  progress: JobProgress | null;
 }
 
 export type QueueCounts = Record<JobState, number>;

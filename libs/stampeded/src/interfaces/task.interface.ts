@@ -28,6 +28,14 @@ export interface TaskOptions extends JobOptions {
    * Default: DEFAULT_RETRY_POLICY, exponential from `backoff` with jitter.
    */
   retryPolicy?: RetryPolicy | RetryPolicy['nextRetry'];
+  /**
+   * Whether what `handle()` returns is stored with the job, for `getJob()`,
+   * the dashboard and the CLI to read. Default true. `false` for a result
+   * too large for the job row (over 64 KB as JSON) or that should not sit
+   * in the jobs table (personal data, secrets): the completion then stores
+   * nothing, and the result reaches only this process's `completed` event.
+   */
+  storeResult?: boolean;
 }
 
 export interface TaskMetadata extends TaskOptions {

@@ -116,7 +116,7 @@ export function toJsonObject(where: string, option: string, value: unknown, maxB
   if (proto !== null && Object.getPrototypeOf(proto) !== null) {
     fail(where, option, `must be a plain JSON object, got an instance of ${(value as object).constructor?.name ?? 'a class'}; pass its fields instead`);
   }
-  checkJsonValue(where, option, value, 0, new Set());
+  checkJsonValue(option, value, 0, new Set(), (path, problem) => fail(where, path, problem));
   const text = JSON.stringify(value);
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) {
@@ -125,29 +125,46 @@ export function toJsonObject(where: string, option: string, value: unknown, maxB
   return text;
 }
 
-function checkJsonValue(where: string, path: string, value: unknown, depth: number, seen: Set<object>): void {
-  if (depth > LIMITS.jsonDepth) fail(where, path, `is nested more than ${LIMITS.jsonDepth} levels deep; flatten it`);
+/** Says why, through `refuse`, when a value at `path` is one PostgreSQL jsonb would not store as JSON.stringify writes it. */
+type Refuse = (path: string, problem: string) => never;
+
+/**
+ * Any JSON value (an object, an array, a string, a number, a boolean) as the
+ * JSON text PostgreSQL jsonb stores, by the rules of toJsonObject; `refuse`
+ * is told what is wrong with it otherwise, `name` being its root's name in
+ * the path it is given.
+ */
+export function toJsonText(value: unknown, name: string, refuse: Refuse): string {
+  checkJsonValue(name, value, 0, new Set(), refuse);
+  const text = JSON.stringify(value) as string | undefined;
+  // A function or undefined at the root, which JSON.stringify writes as nothing.
+  if (text === undefined) refuse(name, `is ${typeof value}, which JSON cannot represent`);
+  return text;
+}
+
+function checkJsonValue(path: string, value: unknown, depth: number, seen: Set<object>, refuse: Refuse): void {
+  if (depth > LIMITS.jsonDepth) refuse(path, `is nested more than ${LIMITS.jsonDepth} levels deep; flatten it`);
   switch (typeof value) {
     case 'string':
       if (value.includes('\u0000') || !value.isWellFormed()) {
-        fail(where, path, 'contains a NUL character or an unpaired surrogate, which PostgreSQL jsonb cannot store');
+        refuse(path, 'contains a NUL character or an unpaired surrogate, which PostgreSQL jsonb cannot store');
       }
       return;
     case 'number':
-      if (!Number.isFinite(value)) fail(where, path, `is ${value}, which JSON cannot represent`);
+      if (!Number.isFinite(value)) refuse(path, `is ${value}, which JSON cannot represent`);
       return;
     case 'boolean':
       return;
     case 'object': {
       if (value === null) return;
-      if (seen.has(value)) fail(where, path, 'refers to itself (a cycle), which JSON cannot represent');
+      if (seen.has(value)) refuse(path, 'refers to itself (a cycle), which JSON cannot represent');
       if (value instanceof Date) return;
       seen.add(value);
-      if (Array.isArray(value)) value.forEach((item, i) => checkJsonValue(where, `${path}[${i}]`, item, depth + 1, seen));
+      if (Array.isArray(value)) value.forEach((item, i) => checkJsonValue(`${path}[${i}]`, item, depth + 1, seen, refuse));
       else {
         for (const [key, item] of Object.entries(value)) {
-          if (key.includes('\u0000') || !key.isWellFormed()) fail(where, `${path} key ${JSON.stringify(key)}`, 'cannot be stored by PostgreSQL jsonb');
-          if (item !== undefined && typeof item !== 'function') checkJsonValue(where, `${path}.${key}`, item, depth + 1, seen);
+          if (key.includes('\u0000') || !key.isWellFormed()) refuse(`${path} key ${JSON.stringify(key)}`, 'cannot be stored by PostgreSQL jsonb');
+          if (item !== undefined && typeof item !== 'function') checkJsonValue(`${path}.${key}`, item, depth + 1, seen, refuse);
         }
       }
       seen.delete(value);
@@ -157,7 +174,7 @@ function checkJsonValue(where: string, path: string, value: unknown, depth: numb
     case 'function':
       return; // dropped by JSON.stringify, as in any JSON API
     default:
-      fail(where, path, `is a ${typeof value}, which JSON cannot represent; convert it (a bigint to a string, say)`);
+      refuse(path, `is a ${typeof value}, which JSON cannot represent; convert it (a bigint to a string, say)`);
   }
 }
 

@@ -44,6 +44,8 @@ export function toJob(row: JobRowResult): Job {
     sourceAttempts: row.source_attempts,
     insertedAt: row.inserted_at,
     finishedAt: row.finished_at,
+    result: row.result ?? null,
+    progress: row.progress ?? null,
   };
 }
 
@@ -68,5 +70,9 @@ export function toClaimedJob(row: JobRowResult, workerId: string): Job {
     insertedAt: new Date(row.inserted_at),
     // A claimed job has not finished.
     finishedAt: null,
+    // The claim reads neither: a claimed job has no result yet, and its
+    // progress is what this run reports.
+    result: null,
+    progress: null,
   };
 }

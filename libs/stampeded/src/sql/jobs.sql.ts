@@ -163,8 +163,9 @@ export const ENQUEUE_ONE_KEYS = [
 /**
  * What a worker reads of a job it claimed (see toClaimedJob): not the columns
  * whose value the claim itself decides (state, claimed_by, claimed_at =
- * heartbeat_at, finished_at) or that no worker reads (dedup_key). Times come
- * as epoch milliseconds, and attempted_by as NULL when this claim is the only
+ * heartbeat_at, finished_at), that a job not yet completed has none of
+ * (result), or that no worker reads (dedup_key, progress). Times come as
+ * epoch milliseconds, and attempted_by as NULL when this claim is the only
  * entry: parsing timestamps and text arrays is a large part of what a no-op
  * job allocates in the worker (NOTES.md, "What the claim returns").
  */
@@ -188,7 +189,11 @@ export const CLAIM_BATCH = sql(
      CASE WHEN $5::float8 IS NULL THEN '-infinity'::timestamptz ELSE to_timestamp($5::float8 / 1000) END)`,
 );
 
-export const COMPLETE_MANY = sql('stampeded_complete_many', `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[])`);
+/** $5: the jobs' results as a jsonb[] literal, or NULL when none of the batch has one (see completionArrays). */
+export const COMPLETE_MANY = sql(
+  'stampeded_complete_many',
+  `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[], $5::jsonb[])`,
+);
 
 export const FAIL = sql('stampeded_fail', `SELECT was, now_state, dead_lettered FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8)`);
 

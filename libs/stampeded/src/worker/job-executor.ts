@@ -9,6 +9,7 @@ import type { ControlGate } from '../control/control.gate.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
 import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
 import { describeError } from './describe-error.js';
+import { resultText } from './job-result.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
@@ -148,8 +149,11 @@ export class JobExecutor {
     this.armDeadline(entry, claimedAt ?? Date.now());
     const ctx = new RunContext(this.db, this.config.workerId, job, this.runHooks, entry);
     let result: unknown;
+    let stored: string | null = null;
     try {
       result = await this.invoke(task, job, ctx, entry);
+      // A result that cannot be stored fails the attempt as a throw would.
+      if (task.metadata.storeResult !== false) stored = resultText(job.task, result);
     } catch (err) {
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       this.settle(entry);
@@ -162,7 +166,7 @@ export class JobExecutor {
     }
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
-    const owned = await this.recorder.complete(job).catch((err: unknown) => {
+    const owned = await this.recorder.complete(job, stored).catch((err: unknown) => {
       this.logger.error(`could not record completion of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
       return false;
     });

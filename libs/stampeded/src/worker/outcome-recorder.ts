@@ -19,6 +19,8 @@ export interface FailureResult {
 
 interface PendingCompletion {
   job: Job;
+  /** The result to store, as JSON text (see resultText); null for none. */
+  result: string | null;
   resolve(owned: boolean): void;
   reject(err: unknown): void;
 }
@@ -48,10 +50,13 @@ export class OutcomeRecorder {
     private readonly batchSize: number,
   ) {}
 
-  /** Resolves true once the completion is recorded, false if the job was no longer ours. */
-  complete(job: Job): Promise<boolean> {
+  /**
+   * Resolves true once the completion is recorded, with its result when it
+   * has one, and false if the job was no longer ours.
+   */
+  complete(job: Job, result: string | null = null): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
-      this.pending.push({ job, resolve, reject });
+      this.pending.push({ job, result, resolve, reject });
       // One turn of the event loop first, so that jobs finishing together go
       // in one statement: flushed at once, the first job of every burst would
       // go alone, a whole commit for one row.
@@ -153,24 +158,36 @@ export function isTransientConflict(err: unknown): boolean {
 }
 
 /**
- * The completion's three arrays as PostgreSQL array literals, written here:
- * ids are UUIDs and attempts integers, which need no quoting, and a queue is
+ * The completion's arrays as PostgreSQL array literals, written here: ids
+ * are UUIDs and attempts integers, which need no quoting, and a queue is
  * quoted once per batch however many of its jobs the batch holds. Handed the
  * JS arrays, node-postgres escapes every element of every batch through a
- * regular expression (NOTES.md, "What the worker allocates per job").
+ * regular expression (NOTES.md, "What the worker allocates per job"). The
+ * results are NULL as a whole when no job of the batch has one, so that a
+ * batch without results builds nothing more than it did before there were
+ * results.
  */
-export function completionArrays(batch: readonly { job: Job }[]): [queues: string, ids: string, attempts: string] {
+export function completionArrays(
+  batch: readonly { job: Job; result?: string | null }[],
+): [queues: string, ids: string, attempts: string, results: string | null] {
   const quoted = new Map<string, string>();
   const queues = new Array<string>(batch.length);
   const ids = new Array<string>(batch.length);
   const attempts = new Array<number>(batch.length);
+  let results: string[] | undefined;
   for (let i = 0; i < batch.length; i++) {
-    const { job } = batch[i];
+    const { job, result } = batch[i];
     let q = quoted.get(job.queue);
-    if (q === undefined) quoted.set(job.queue, (q = `"${job.queue.replace(/[\\"]/g, '\\$&')}"`));
+    if (q === undefined) quoted.set(job.queue, (q = quoteElement(job.queue)));
     queues[i] = q;
     ids[i] = job.id;
     attempts[i] = job.attempt;
+    if (result != null) (results ??= new Array<string>(batch.length).fill('NULL'))[i] = quoteElement(result);
   }
-  return [`{${queues.join(',')}}`, `{${ids.join(',')}}`, `{${attempts.join(',')}}`];
+  return [`{${queues.join(',')}}`, `{${ids.join(',')}}`, `{${attempts.join(',')}}`, results ? `{${results.join(',')}}` : null];
+}
+
+/** One element of an array literal, double-quoted, its quotes and backslashes escaped. */
+function quoteElement(text: string): string {
+  return `"${text.replace(/[\\"]/g, '\\$&')}"`;
 }

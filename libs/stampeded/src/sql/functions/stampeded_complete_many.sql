@@ -2,11 +2,17 @@
 -- batch's rows through the primary key and keep the fence: a job is
 -- completed, or removed, only while this worker holds the attempt it was
 -- given. They see the same snapshot and touch disjoint rows.
+--
+-- p_results holds each job's result, in the order of p_ids, NULL for a job
+-- that has none; NULL as a whole when no job of the batch has one, which is
+-- the common case and costs what a completion without results did
+-- (bench/RESULTS.md). A removed job's result goes with it.
 CREATE OR REPLACE FUNCTION stampeded_complete_many(
     p_worker_id uuid,
     p_queues    text[],
     p_ids       uuid[],
-    p_attempts  smallint[]
+    p_attempts  smallint[],
+    p_results   jsonb[] DEFAULT NULL
 ) RETURNS TABLE (id uuid, queue text)
 LANGUAGE sql
 SET enable_nestloop = off
@@ -32,8 +38,9 @@ AS $$
                finished_at = now(),
                dedup_scope = NULL,
                checkpoint  = NULL,
-               claimed_by  = NULL
-          FROM unnest(p_queues, p_ids, p_attempts) AS o(queue, id, attempt)
+               claimed_by  = NULL,
+               result      = o.result
+          FROM unnest(p_queues, p_ids, p_attempts, p_results) AS o(queue, id, attempt, result)
          WHERE j.queue      = ANY (p_queues)
            AND j.id         = ANY (p_ids)
            AND j.queue      = o.queue

@@ -26,6 +26,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 6, name: 'cost', file: '0006_cost.sql' },
   { version: 7, name: 'queue_pause', file: '0007_queue_pause.sql' },
   { version: 8, name: 'backoff_base', file: '0008_backoff_base.sql' },
+  { version: 9, name: 'results', file: '0009_results.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
