@@ -48,6 +48,8 @@ process.on('message', async (message) => {
       signal: controller.signal,
       touch: () => request('touch'),
       saveCheckpoint: (state) => request('saveCheckpoint', state),
+      // Checked and rate-limited in the worker, whose context writes it.
+      progress: (value) => request('progress', value),
     };
     const fn = typeof mod.default === 'function' ? mod.default : mod.handle;
     if (typeof fn !== 'function') throw new Error(`${file} has no default export function (args, ctx) => ...`);

@@ -26,6 +26,7 @@ export {
   RetryAfterError,
   CheckpointError,
   ResultError,
+  ProgressError,
   BreakerOpenError,
   JobAbortedError,
 } from './errors/stampeded.errors.js';

@@ -87,6 +87,12 @@ export const RESULT_TOO_LARGE = (task: string, bytes: number, max: number) =>
 export const RESULT_NOT_STORABLE = (task: string, problem: string) =>
   `The result of task "${task}" cannot be stored: ${problem}. Return a JSON value, or set storeResult: false on the task to keep results out of the job.`;
 
+export const PROGRESS_TOO_LARGE = (bytes: number, max: number) =>
+  `Progress is ${bytes} bytes as JSON; the limit is ${max} bytes (1 KB). ` +
+  `Report counts and a short stage ({ done: 40, total: 200, stage: 'upload' }); save larger state with saveCheckpoint(), or return it as the result.`;
+
+export const PROGRESS_NOT_STORABLE = (problem: string) => `ctx.progress() takes a finite number or a plain JSON object: ${problem}. Nothing was written.`;
+
 export const PROCESS_FILE_REQUIRED = (where: string, file: unknown) =>
   `${where}: isolation 'process' needs a processFile, the module the child process runs, ` +
   (file === undefined ? 'and none was given' : `and ${JSON.stringify(String(file))} is neither a URL nor an absolute path`) +

@@ -49,6 +49,11 @@ export class ResultError extends Error {
   override name = 'ResultError';
 }
 
+/** ctx.progress() refused its value (not a finite number or a JSON object, or over 1 KB): nothing was written. */
+export class ProgressError extends Error {
+  override name = 'ProgressError';
+}
+
 /**
  * Thrown by a handler whose job has a destination that said to back off (an
  * HTTP 429, or a 503 with Retry-After): the destination's breaker opens for

@@ -1,4 +1,4 @@
-import type { FailureKind, Job } from './job.interface.js';
+import type { FailureKind, Job, JobProgress } from './job.interface.js';
 
 export type JobEventType =
   /** A handler started. */
@@ -16,7 +16,9 @@ export type JobEventType =
   /** This worker no longer owned the job when it tried to record an outcome: nothing was recorded. */
   | 'lost'
   /** The job was given back unstarted or interrupted (shutdown): it runs again without losing an attempt. */
-  | 'released';
+  | 'released'
+  /** A running handler's progress was written (at most once a second per job): `progress` holds it. */
+  | 'progress';
 
 export interface JobEvent {
   type: JobEventType;
@@ -28,4 +30,5 @@ export interface JobEvent {
   deadLettered?: boolean;
   durationMs?: number;
   result?: unknown;
+  progress?: JobProgress;
 }

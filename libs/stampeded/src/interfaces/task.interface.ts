@@ -1,4 +1,5 @@
 import type { JobOptions } from './job-options.interface.js';
+import type { JobProgress } from './job.interface.js';
 import type { TaskScheduleOptions } from './schedule.interface.js';
 import type { RetryPolicy } from './retry-policy.interface.js';
 
@@ -61,6 +62,17 @@ export interface JobContext {
   touch(): Promise<boolean>;
   /** Saves state for a re-run to resume from (64 KB at most); also counts as a touch and resets the interruption budget. */
   saveCheckpoint(state: unknown): Promise<void>;
+  /**
+   * Reports how far the job has got: a finite number (a percentage, by
+   * convention) or a plain JSON object of 1 KB at most (`{ done: 40, total:
+   * 200 }`), stored with the job for `getJob()` and the dashboard. Written at
+   * most once a second, the last value winning, and the last value of a run
+   * before its outcome; a write counts as a touch. Resolves false, and writes
+   * nothing, when the job is no longer this worker's (cancelled, timed out,
+   * reaped), and the signal fires then too. Best effort: a write that fails
+   * is logged and never fails the job.
+   */
+  progress(value: JobProgress): Promise<boolean>;
 }
 
 export interface TaskHandler<Args extends object = Record<string, unknown>, Result = unknown> {

@@ -62,9 +62,14 @@ export class ProcessTaskRunner {
               checkpoint: ctx.checkpoint,
             },
           });
-        } else if (message.type === 'touch' || message.type === 'saveCheckpoint') {
+        } else if (message.type === 'touch' || message.type === 'saveCheckpoint' || message.type === 'progress') {
           try {
-            const value = message.type === 'touch' ? await ctx.touch() : await ctx.saveCheckpoint(message.payload);
+            const value =
+              message.type === 'touch'
+                ? await ctx.touch()
+                : message.type === 'progress'
+                  ? await ctx.progress(message.payload)
+                  : await ctx.saveCheckpoint(message.payload);
             if (child.connected) child.send({ type: 'reply', id: message.id, value: value ?? null });
           } catch (err) {
             if (child.connected) child.send({ type: 'reply', id: message.id, error: { name: (err as Error).name, message: (err as Error).message } });

@@ -201,6 +201,8 @@ export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stam
 
 export const TOUCH = sql('stampeded_touch', `SELECT stampeded_touch($1, $2, $3, $4) AS owned`);
 
+export const PROGRESS = sql('stampeded_progress', `SELECT stampeded_progress($1, $2, $3, $4, $5::jsonb) AS owned`);
+
 export const CHECKPOINT = sql('stampeded_checkpoint', `SELECT stampeded_checkpoint($1, $2, $3, $4, $5::jsonb) AS seq`);
 
 export const CANCEL = sql('stampeded_cancel', `SELECT was, now_state, queue, worker_id FROM stampeded_cancel($1, $2)`);

@@ -5,7 +5,8 @@ import { CheckpointError } from '../errors/stampeded.errors.js';
 import { CHECKPOINT_TOO_LARGE } from '../stampeded.messages.js';
 import { LIMITS } from '../stampeded.constants.js';
 import { toJsonObject } from '../queue/job-input.validator.js';
-import type { Job } from '../interfaces/job.interface.js';
+import { progressText } from './progress-reporter.js';
+import type { Job, JobProgress } from '../interfaces/job.interface.js';
 import type { JobContext } from '../interfaces/task.interface.js';
 
 /**
@@ -21,6 +22,8 @@ export interface JobRunHooks<Run> {
   onAlive(run: Run): void;
   /** The database says the job is no longer ours. */
   onLost(run: Run, reason: string): void;
+  /** ctx.progress(), its value already checked: see ProgressReporter. */
+  progress(run: Run, text: string, value: JobProgress): Promise<boolean>;
 }
 
 const logger = new Logger('Stampeded');
@@ -76,6 +79,10 @@ export class RunContext<Run> implements JobContext {
     }
     this.#hooks.onLost(this.#run, 'touch found the job no longer owned by this worker');
     return false;
+  }
+
+  async progress(value: JobProgress): Promise<boolean> {
+    return this.#hooks.progress(this.#run, progressText(value), value);
   }
 
   async saveCheckpoint(state: unknown): Promise<void> {

@@ -10,6 +10,7 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
 import { describeError } from './describe-error.js';
 import { resultText } from './job-result.js';
+import { ProgressReporter } from './progress-reporter.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
@@ -41,6 +42,8 @@ interface RunningJob {
   abortReason?: 'timed_out' | 'cancelled' | 'lost' | 'shutdown';
   /** When the job times out unless it touches (epoch ms). */
   deadlineAt: number;
+  /** Made on the handler's first ctx.progress(): most never call it. */
+  progress?: ProgressReporter;
   done: Promise<RunOutcome>;
 }
 
@@ -67,6 +70,19 @@ export class JobExecutor {
     signalOf: (entry) => this.signalOf(entry),
     onAlive: (entry) => this.armDeadline(entry, Date.now()),
     onLost: (entry, reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
+    progress: (entry, text, value) => {
+      // Its outcome is being recorded, or it was cancelled, timed out or lost.
+      if (entry.settled) return Promise.resolve(false);
+      entry.progress ??= new ProgressReporter(this.db, this.config.workerId, entry.job, {
+        onAlive: () => this.armDeadline(entry, Date.now()),
+        onLost: (reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
+        onWritten: (progress) => {
+          entry.job.progress = progress;
+          this.events.emit('progress', entry.job, { progress });
+        },
+      });
+      return entry.progress.report(text, value);
+    },
   };
 
   constructor(
@@ -155,6 +171,8 @@ export class JobExecutor {
       // A result that cannot be stored fails the attempt as a throw would.
       if (task.metadata.storeResult !== false) stored = resultText(job.task, result);
     } catch (err) {
+      // The run's last progress goes before its outcome, while the job is still ours.
+      await entry.progress?.flush();
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       this.settle(entry);
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
@@ -164,6 +182,7 @@ export class JobExecutor {
       const kind = (err as { workerExited?: boolean }).workerExited ? 'worker_exited' : 'raised';
       return this.recordFailure(job, deferral ?? this.handlerFailure({ job, error: err, kind }, task, error));
     }
+    await entry.progress?.flush();
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
     const owned = await this.recorder.complete(job, stored).catch((err: unknown) => {
@@ -222,6 +241,7 @@ export class JobExecutor {
     const { job } = entry;
     const aborted = new JobAbortedError(`job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
     this.abandon(entry, 'timed_out', aborted);
+    await entry.progress?.flush();
     const failure: HandlerFailure = { job, error: aborted, kind: 'timed_out' };
     await this.recordFailure(job, this.handlerFailure(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
   }
@@ -231,6 +251,9 @@ export class JobExecutor {
     if (entry.settled) return;
     entry.abortReason = reason;
     this.settle(entry);
+    // No longer ours: nothing more of its progress is written. A timeout
+    // still flushes it, before recording the failure.
+    if (reason === 'cancelled' || reason === 'lost') entry.progress?.stop();
     this.abortSignal(entry, error);
     if (reason === 'lost') this.events.emit('lost', entry.job, { error: error.message });
   }
@@ -250,14 +273,19 @@ export class JobExecutor {
    * one job at once are worse than an interrupted one.
    */
   async interruptAll(message: string): Promise<void> {
-    const failures = [...this.running.values()].map((entry): HandlerFailure => {
+    const failures = [...this.running.values()].map((entry) => {
       const aborted = new JobAbortedError(message);
       entry.abortReason = 'lost';
       this.settle(entry);
       this.abortSignal(entry, aborted);
-      return { job: entry.job, error: aborted, kind: 'heartbeat_lost' };
+      return { entry, failure: { job: entry.job, error: aborted, kind: 'heartbeat_lost' } as HandlerFailure };
     });
-    await Promise.all(failures.map((failure) => this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message))));
+    await Promise.all(
+      failures.map(async ({ entry, failure }) => {
+        await entry.progress?.flush();
+        return this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message));
+      }),
+    );
   }
 
   /**
@@ -277,6 +305,7 @@ export class JobExecutor {
     await this.waitForRunning(abortGraceMs);
     for (const entry of [...this.running.values()]) {
       this.settle(entry);
+      await entry.progress?.flush();
       await this.giveBack(entry.job);
     }
   }
