@@ -48,6 +48,25 @@ describe('enqueue', () => {
     expect(rows[1]).toMatchObject({ priority: 3, tenant_id: 't1', destination: 'smtp' });
   });
 
+  it('reads a job back by its task, class or name, and answers null for a job of another task', async () => {
+    const { id } = await queue.enqueue(SendEmail, { to: 'typed@b.c' });
+    const other = await queue.enqueue('welcome', { user: 7 });
+
+    const byClass = await queue.getJob(SendEmail, id);
+    expect(byClass).toMatchObject({ id, task: 'send-email', args: { to: 'typed@b.c' } });
+    expect(await queue.getJob('send-email', id, { queue: 'emails' })).toEqual(byClass);
+    expect(await queue.getJob(SendEmail, other.id)).toBeNull();
+    expect(await queue.getJob('send-email', id, { queue: 'default' })).toBeNull();
+    expect(await queue.getJob<{ user: number }>(other.id)).toMatchObject({ task: 'welcome', args: { user: 7 } });
+
+    class NotATask {}
+    await expect(queue.getJob(NotATask as never, id)).rejects.toThrow(/NotATask is not a task: mark it with @Task\('name'\)/);
+    await expect(queue.getJob(SendEmail, 'not-a-uuid')).rejects.toThrow(/getJob\(\): "not-a-uuid" is not a job id/);
+    // (id, 'emails') reads as (task, id): the id is the one refused.
+    await expect(queue.getJob(id, 'emails' as never)).rejects.toThrow(/getJob\(\): "emails" is not a job id/);
+    await expect(queue.getJob(SendEmail, id, 42 as never)).rejects.toThrow(/getJob\(\): options must be an object \{ queue\? \}/);
+  });
+
   it('deduplicates a pending job by scope, and frees the scope once the job is finished', async () => {
     const first = await queue.enqueue('welcome', { user: 42 }, { dedup: { scope: 'welcome:42' } });
     const second = await queue.enqueue('welcome', { user: 42 }, { dedup: { scope: 'welcome:42' } });

@@ -2,7 +2,7 @@
 // more through @stampeded/nestjs/internal, which is not part of this surface.
 export { StampededModule, StampededQueueModule } from './stampeded.module.js';
 export { QueueService } from './queue/queue.service.js';
-export type { ArgsOf, CancelResult, EnqueueManyItem, RetryResult } from './queue/queue.service.js';
+export type { CancelResult, EnqueueManyItem, EnqueueManyItemOf, FindJobOptions, RetryResult } from './queue/queue.service.js';
 export { Queue } from './queue/queue.js';
 export { Task } from './decorators/task.decorator.js';
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
@@ -34,7 +34,19 @@ export { DEFAULT_QUEUE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';
 export type { Job, JobState, FailureKind, JobErrorEntry, JobProgress, QueueCounts } from './interfaces/job.interface.js';
 export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod } from './interfaces/job-options.interface.js';
-export type { TaskOptions, JobContext, TaskHandler } from './interfaces/task.interface.js';
+export type {
+  TaskOptions,
+  JobContext,
+  TaskHandler,
+  TaskClass,
+  StampededTasks,
+  StampededTypeOptions,
+  RegisteredTaskName,
+  UnregisteredTaskName,
+  TypedTask,
+  ArgsOf,
+  ResultOf,
+} from './interfaces/task.interface.js';
 export type { RetryPolicy, RetryDecision, FailedAttempt, RetryableFailureKind } from './interfaces/retry-policy.interface.js';
 export type { JobEvent, JobEventType } from './interfaces/job-event.interface.js';
 export type {

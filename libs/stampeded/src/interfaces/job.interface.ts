@@ -20,8 +20,12 @@ export interface JobErrorEntry {
  */
 export type JobProgress = number | Record<string, unknown>;
 
-/** A row of stampeded_jobs, as the runtime hands it out. */
-export interface Job<Args extends object = Record<string, unknown>> {
+/**
+ * A row of stampeded_jobs, as the runtime hands it out. Read through a typed
+ * call (`getJob(SendEmail, id)`), `Args` and `Result` are its task's
+ * (ArgsOf, ResultOf).
+ */
+export interface Job<Args extends object = Record<string, unknown>, Result = unknown> {
   id: string;
   queue: string;
   tenantId: string | null;
@@ -64,7 +68,7 @@ export interface Job<Args extends object = Record<string, unknown>> {
    * returned nothing (undefined or null), and when its task has
    * `storeResult: false`.
    */
-  result: unknown;
+  result: Result | null;
   /**
    * The last progress its handler reported (`ctx.progress()`), kept after the
    * run ends; null when none was reported.

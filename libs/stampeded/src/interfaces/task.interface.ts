@@ -1,3 +1,4 @@
+import type { Type } from '@nestjs/common';
 import type { JobOptions } from './job-options.interface.js';
 import type { JobProgress } from './job.interface.js';
 import type { TaskScheduleOptions } from './schedule.interface.js';
@@ -78,3 +79,67 @@ export interface JobContext {
 export interface TaskHandler<Args extends object = Record<string, unknown>, Result = unknown> {
   handle(args: Args, ctx: JobContext): Promise<Result> | Result;
 }
+
+/** A @Task() class: what enqueue(), getJob() and the other typed calls take in place of a task name. */
+export type TaskClass<Args extends object = any, Result = any> = Type<TaskHandler<Args, Result>>;
+
+/**
+ * The tasks an app enqueues by name, by declaration merging, so that
+ * `enqueue('send-email', args)` checks its args as `enqueue(SendEmail, args)`
+ * does. Each entry is the task's args type, or its @Task() class's instance
+ * type (which gives the result type too):
+ *
+ * @example
+ * declare module '@stampeded/nestjs' {
+ *   interface StampededTasks {
+ *     'send-email': SendEmail;                // args and result from the class
+ *     'charge-card': { orderId: string };     // a task of another process or runtime: its args
+ *   }
+ * }
+ *
+ * A name not listed keeps `Record<string, unknown>` args, unless
+ * StampededTypeOptions says `strictTaskNames: true`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by the application's declaration merging
+export interface StampededTasks {}
+
+/**
+ * Switches for the typed registry, by declaration merging.
+ * `strictTaskNames: true` refuses, at compile time, a task name that is not
+ * in StampededTasks (a typo, or a task not declared yet).
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by the application's declaration merging
+export interface StampededTypeOptions {}
+
+/** The task names StampededTasks lists. */
+export type RegisteredTaskName = keyof StampededTasks & string;
+
+/**
+ * A task name enqueue() takes untyped: any name StampededTasks does not
+ * list, or none under `strictTaskNames`.
+ */
+export type UnregisteredTaskName<Name extends string> = Name extends RegisteredTaskName
+  ? never
+  : StampededTypeOptions extends { strictTaskNames: true }
+    ? never
+    : Name;
+
+/** A task, by its class or by a name StampededTasks lists: what the typed calls read the types of. */
+export type TypedTask = TaskClass | RegisteredTaskName;
+
+type HandlerArgs<H> = H extends { handle(args: infer A, ...rest: any[]): any } ? (unknown extends A ? Record<string, unknown> : A) : never;
+type HandlerResult<H> = H extends { handle(...args: any[]): infer R } ? Awaited<R> : unknown;
+type EntryArgs<E> = E extends { handle(...args: any[]): any } ? HandlerArgs<E> : E;
+type EntryResult<E> = E extends { handle(...args: any[]): any } ? HandlerResult<E> : unknown;
+
+/**
+ * The args type of a task: of its @Task() class's `handle()`, or its entry in
+ * StampededTasks; `Record<string, unknown>` for any other name.
+ */
+export type ArgsOf<T> = T extends Type<infer H> ? HandlerArgs<H> : T extends RegisteredTaskName ? EntryArgs<StampededTasks[T]> : Record<string, unknown>;
+
+/**
+ * The result type of a task: what its @Task() class's `handle()` resolves
+ * to, or what its StampededTasks entry's class does; `unknown` otherwise.
+ */
+export type ResultOf<T> = T extends Type<infer H> ? HandlerResult<H> : T extends RegisteredTaskName ? EntryResult<StampededTasks[T]> : unknown;

@@ -9,7 +9,7 @@ import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { JobEvents } from '../events/job-events.js';
 import { QueueRegistry } from './queue.registry.js';
-import { buildJobRow, type JobRow } from './job-input.validator.js';
+import { buildJobRow, validateTaskName, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
 import { CANCEL, ENQUEUE, ENQUEUE_ONE, ENQUEUE_ONE_KEYS, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
@@ -20,18 +20,31 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interfaces/job.interface.js';
 import type { EnqueueOptions, EnqueueResult, JobOptions } from '../interfaces/job-options.interface.js';
 import type { JobEvent } from '../interfaces/job-event.interface.js';
-import type { TaskHandler } from '../interfaces/task.interface.js';
+import type { ArgsOf, RegisteredTaskName, ResultOf, TaskClass, TaskHandler, TypedTask, UnregisteredTaskName } from '../interfaces/task.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { Statement } from '../sql/statement.js';
 import type { RedriveOptions, RedriveResult } from '../interfaces/redrive.interface.js';
 
-/** The args type of a @Task class, from its TaskHandler<Args>. */
-export type ArgsOf<T> = T extends Type<TaskHandler<infer A, any>> ? A : Record<string, unknown>;
-
+/** One job of enqueueMany(), untyped: any task, args as JSON. */
 export interface EnqueueManyItem<Args extends object = Record<string, unknown>> {
   task: string | Type<TaskHandler<any>>;
   args?: Args;
   options?: Omit<EnqueueOptions, 'manager'>;
+}
+
+/**
+ * One job of enqueueMany() whose task is `T`: its args are checked as
+ * enqueue()'s when the task is a @Task() class or a name StampededTasks
+ * lists; any other name takes an EnqueueManyItem's.
+ */
+export type EnqueueManyItemOf<T> = [T] extends [TypedTask]
+  ? { task: T; args: ArgsOf<T>; options?: Omit<EnqueueOptions, 'manager'> }
+  : { task: T extends string ? UnregisteredTaskName<T> : T; args?: object; options?: Omit<EnqueueOptions, 'manager'> };
+
+/** Where a getJob() or the like looks for the job. */
+export interface FindJobOptions {
+  /** Only in this queue (its partition alone is read). */
+  queue?: string;
 }
 
 export interface CancelResult {
@@ -48,6 +61,9 @@ export interface RetryResult {
   retried: boolean;
   previousState: JobState;
 }
+
+/** The arguments of getJob() and the like: (task, id, options?) or (id, options?). */
+type FindJobCall = [task: string | TaskClass, id: string, options?: FindJobOptions] | [id: string, options?: FindJobOptions];
 
 /** A duplicate racing a concurrent insert of its twin is asked again, this many times. */
 const DEDUP_RACE_RETRIES = 5;
@@ -92,16 +108,29 @@ export class QueueService implements OnApplicationBootstrap {
    * rollback leaves no job. A duplicate of a pending job with the same dedup
    * scope returns that job's id with `deduplicated: true`.
    */
-  async enqueue<T extends Type<TaskHandler<any>>>(task: T, args: ArgsOf<T>, options?: EnqueueOptions): Promise<EnqueueResult>;
-  async enqueue<Args extends object = Record<string, unknown>>(task: string, args?: Args, options?: EnqueueOptions): Promise<EnqueueResult>;
-  async enqueue(task: string | Type<TaskHandler<any>>, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
+  async enqueue<T extends TaskClass>(task: T, args: ArgsOf<T>, options?: EnqueueOptions): Promise<EnqueueResult>;
+  async enqueue<N extends RegisteredTaskName>(task: N, args: ArgsOf<N>, options?: EnqueueOptions): Promise<EnqueueResult>;
+  async enqueue<Args extends object = Record<string, unknown>, N extends string = string>(
+    task: UnregisteredTaskName<N>,
+    args?: Args,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult>;
+  async enqueue(task: string | TaskClass, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     const row = this.toRow('enqueue()', task, args, options);
     const [result] = await this.send([row], false, options.manager);
     return result;
   }
 
-  /** Enqueues many jobs in one statement; answers per job, in order, as enqueue() would. */
-  async enqueueMany(jobs: EnqueueManyItem[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+  /**
+   * Enqueues many jobs in one statement; answers per job, in order, as
+   * enqueue() would. Each job's args are checked against its task's type, as
+   * enqueue() checks them.
+   */
+  async enqueueMany<const T extends readonly (TaskClass | string)[]>(
+    jobs: readonly [...{ [K in keyof T]: EnqueueManyItemOf<T[K]> }],
+    options?: { manager?: EntityManager },
+  ): Promise<EnqueueResult[]>;
+  async enqueueMany(jobs: readonly EnqueueManyItem[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
     if (!Array.isArray(jobs)) throw new InvalidJobError(`enqueueMany() takes an array of { task, args?, options? }, got ${typeof jobs}.`);
     const rows = jobs.map((job, i) => {
       const where = `enqueueMany() job #${i}`;
@@ -117,10 +146,25 @@ export class QueueService implements OnApplicationBootstrap {
     return this.send(rows, true, options.manager);
   }
 
-  async getJob(id: string, options: { queue?: string } = {}): Promise<Job | null> {
+  /**
+   * The job with this id, or null. Given its task first (a @Task() class or
+   * a name StampededTasks lists), the job is typed by the task's args and
+   * result, and a job of another task is not returned. Or typed by hand:
+   * `getJob<{ to: string }, { messageId: string }>(id)`.
+   */
+  async getJob<T extends TypedTask>(task: T, id: string, options?: FindJobOptions): Promise<Job<ArgsOf<T>, ResultOf<T>> | null>;
+  async getJob<Args extends object = Record<string, unknown>, Result = unknown, N extends string = string>(
+    task: UnregisteredTaskName<N>,
+    id: string,
+    options?: FindJobOptions,
+  ): Promise<Job<Args, Result> | null>;
+  async getJob<Args extends object = Record<string, unknown>, Result = unknown>(id: string, options?: FindJobOptions): Promise<Job<Args, Result> | null>;
+  async getJob(...call: FindJobCall): Promise<Job | null> {
+    const { task, id, options } = this.findJobCall('getJob()', call);
     this.assertUuid('getJob()', id);
     const [row] = await this.db.query(GET_JOB, [id, options.queue ?? null]);
-    return row ? toJob(row) : null;
+    if (!row || (task !== undefined && row.task !== task)) return null;
+    return toJob(row);
   }
 
   /**
@@ -243,6 +287,17 @@ export class QueueService implements OnApplicationBootstrap {
       throw new Error(`enqueue: a duplicate's twin kept changing state under it (${pending.length} job(s)); nothing was inserted for them. Try again.`);
     }
     return results;
+  }
+
+  /** A call of the form (task, id, options?) or (id, options?), the task as its name. */
+  private findJobCall(where: string, call: FindJobCall): { task?: string; id: string; options: FindJobOptions } {
+    const [first, second, third] = call as unknown[];
+    const byTask = typeof first === 'function' || typeof second === 'string';
+    const options = (byTask ? third : second) ?? {};
+    if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object { queue? }.`);
+    if (!byTask) return { id: first as string, options };
+    const task = typeof first === 'function' ? this.tasks.nameOf(first as Type<unknown>) : validateTaskName(where, 'task', first);
+    return { task, id: second as string, options };
   }
 
   private assertUuid(where: string, id: unknown): void {

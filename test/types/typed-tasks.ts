@@ -1,0 +1,142 @@
+// Type-level tests of typed tasks: compiled by `npm run typecheck` (its own
+// program, test/types/tsconfig.json, so that the registry declared here does
+// not reach the other tests), never run. Each `@ts-expect-error` fails the
+// typecheck when the line under it compiles; each expectType<Equal<A, B>>
+// fails it when A is not exactly B.
+import { Task, type ArgsOf, type Job, type JobContext, type Queue, type QueueService, type ResultOf, type TaskHandler } from '@stampeded/nestjs';
+
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- the check is the type argument's constraint
+function expectType<T extends true>(): void {}
+
+interface Receipt {
+  orderId: number;
+  copies?: number;
+}
+
+@Task('typed:send-email')
+class SendEmail implements TaskHandler<{ to: string }, { messageId: string }> {
+  async handle(args: { to: string }, _ctx: JobContext): Promise<{ messageId: string }> {
+    return { messageId: `<${args.to}>` };
+  }
+}
+
+/** Without `implements`: the types come from handle() alone. */
+@Task('typed:resize')
+class Resize {
+  handle(args: { width: number; height: number }): { bytes: number } {
+    return { bytes: args.width * args.height };
+  }
+}
+
+@Task('typed:tick')
+class Tick implements TaskHandler {
+  handle(): void {}
+}
+
+declare module '@stampeded/nestjs' {
+  interface StampededTasks {
+    /** By the class: args and result. */
+    'typed:send-email': SendEmail;
+    /** By the args type: a task of another process or runtime. */
+    'typed:send-receipt': Receipt;
+  }
+}
+
+export async function typedTasks(queue: QueueService, emails: Queue): Promise<void> {
+  // ---- the types a class gives ----
+  expectType<Equal<ArgsOf<typeof SendEmail>, { to: string }>>();
+  expectType<Equal<ResultOf<typeof SendEmail>, { messageId: string }>>();
+  expectType<Equal<ArgsOf<typeof Resize>, { width: number; height: number }>>();
+  expectType<Equal<ResultOf<typeof Resize>, { bytes: number }>>();
+  expectType<Equal<ResultOf<typeof Tick>, void>>();
+  expectType<Equal<ArgsOf<'typed:send-email'>, { to: string }>>();
+  expectType<Equal<ResultOf<'typed:send-email'>, { messageId: string }>>();
+  expectType<Equal<ArgsOf<'typed:send-receipt'>, Receipt>>();
+  expectType<Equal<ResultOf<'typed:send-receipt'>, unknown>>();
+  expectType<Equal<ArgsOf<'not-listed'>, Record<string, unknown>>>();
+
+  // ---- enqueue() by class ----
+  await queue.enqueue(SendEmail, { to: 'a@example.com' });
+  await queue.enqueue(Resize, { width: 2, height: 3 }, { priority: 1 });
+  // @ts-expect-error wrong type of an arg
+  await queue.enqueue(SendEmail, { to: 42 });
+  // @ts-expect-error a missing arg
+  await queue.enqueue(SendEmail, {});
+  // @ts-expect-error an arg the task does not take
+  await queue.enqueue(SendEmail, { to: 'a@example.com', cc: 'b@example.com' });
+  // @ts-expect-error args are required when the task takes some
+  await queue.enqueue(Resize);
+  // @ts-expect-error not a task class: it has no handle()
+  await queue.enqueue(Receipt2, {});
+
+  // ---- enqueue() by a name StampededTasks lists ----
+  await queue.enqueue('typed:send-email', { to: 'a@example.com' });
+  await queue.enqueue('typed:send-receipt', { orderId: 7 });
+  await queue.enqueue('typed:send-receipt', { orderId: 7, copies: 2 }, { delayMs: 1000 });
+  // @ts-expect-error wrong type of an arg, by name
+  await queue.enqueue('typed:send-receipt', { orderId: '7' });
+  // @ts-expect-error a missing arg, by name
+  await queue.enqueue('typed:send-email', {});
+
+  // ---- names not listed stay untyped, as before ----
+  await queue.enqueue('charge-card', { orderId: 'anything', amount: 5 });
+  await queue.enqueue('charge-card');
+  const someName: string = 'from-config';
+  await queue.enqueue(someName, { any: 'thing' });
+  await queue.enqueue<{ id: number }>('old-style-generic', { id: 1 });
+  // @ts-expect-error args are a JSON object, not a string
+  await queue.enqueue('charge-card', 'not an object');
+
+  // ---- enqueueMany(): each job checked against its own task ----
+  await queue.enqueueMany([
+    { task: SendEmail, args: { to: 'a@example.com' } },
+    { task: 'typed:send-receipt', args: { orderId: 1 } },
+    { task: 'charge-card', args: { amount: 1 } },
+    { task: Tick, args: {}, options: { priority: 2 } },
+  ]);
+  // @ts-expect-error wrong args for a class
+  await queue.enqueueMany([{ task: SendEmail, args: { to: 1 } }]);
+  await queue.enqueueMany([
+    { task: SendEmail, args: { to: 'a@example.com' } },
+    // @ts-expect-error wrong args for a listed name, after a good job
+    { task: 'typed:send-receipt', args: { orderId: 'x' } },
+  ]);
+  // An array built elsewhere, of the untyped item, as before.
+  const built: { task: string; args?: Record<string, unknown> }[] = [{ task: 'charge-card', args: { amount: 1 } }];
+  await queue.enqueueMany(built);
+
+  // ---- the queue-bound handle: the same checks ----
+  await emails.enqueue(SendEmail, { to: 'a@example.com' });
+  await emails.enqueue('typed:send-receipt', { orderId: 1 });
+  // @ts-expect-error wrong args on a queue handle
+  await emails.enqueue('typed:send-receipt', { order: 1 });
+  // @ts-expect-error wrong args in a batch on a queue handle
+  await emails.enqueueMany([{ task: Resize, args: { width: 1 } }]);
+
+  // ---- getJob(): typed by the task, or by hand ----
+  const sent = await queue.getJob(SendEmail, '0190a0d2-0000-7000-8000-000000000000');
+  expectType<Equal<typeof sent, Job<{ to: string }, { messageId: string }> | null>>();
+  expectType<Equal<NonNullable<typeof sent>['result'], { messageId: string } | null>>();
+  if (sent?.state === 'completed') {
+    const to: string = sent.args.to;
+    const messageId: string | undefined = sent.result?.messageId;
+    void [to, messageId];
+  }
+  const _receipt = await queue.getJob('typed:send-receipt', '0190a0d2-0000-7000-8000-000000000000', { queue: 'receipts' });
+  expectType<Equal<typeof _receipt, Job<Receipt, unknown> | null>>();
+  const _byHand = await queue.getJob<{ width: number }, { bytes: number }>('0190a0d2-0000-7000-8000-000000000000');
+  expectType<Equal<typeof _byHand, Job<{ width: number }, { bytes: number }> | null>>();
+  const _untyped = await queue.getJob('0190a0d2-0000-7000-8000-000000000000');
+  expectType<Equal<typeof _untyped, Job<Record<string, unknown>, unknown> | null>>();
+  // An unlisted name filters by task, untyped.
+  const _unlisted = await queue.getJob('charge-card', '0190a0d2-0000-7000-8000-000000000000');
+  expectType<Equal<typeof _unlisted, Job<Record<string, unknown>, unknown> | null>>();
+  // @ts-expect-error the options are an object
+  await queue.getJob('0190a0d2-0000-7000-8000-000000000000', 42);
+}
+
+/** A class that is not a task. */
+class Receipt2 {
+  orderId = 1;
+}
