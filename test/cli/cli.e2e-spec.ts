@@ -237,12 +237,31 @@ describe('stampeded CLI', () => {
       }
     });
 
+    it("shows a job's progress and its result", async () => {
+      const { rows } = await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, progress, result)
+         VALUES ('mail', 'send', 'completed', 1, now(), '{"done": 3, "total": 3}', '{"messageId": "<a1@mail>", "accepted": ["x@y.z"]}') RETURNING id::text`,
+      );
+      const shown = await cli(url, ['jobs', 'show', rows[0].id]);
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/^progress:\s+\{"done":3,"total":3\}$/m);
+      expect(shown.stdout).toMatch(/^result:\s+\{"accepted":\["x@y\.z"\],"messageId":"<a1@mail>"\}$/m);
+      expect((await cli(url, ['jobs', 'show', rows[0].id, '--json'])).json()).toMatchObject({
+        progress: { done: 3, total: 3 },
+        result: { messageId: '<a1@mail>', accepted: ['x@y.z'] },
+      });
+      await sql.query(`DELETE FROM stampeded_jobs WHERE id = $1`, [rows[0].id]);
+    });
+
     it('shows, retries, cancels and discards one job, exiting 1 when the job is missing or unchanged', async () => {
       const [id] = pending;
       const shown = await cli(url, ['jobs', 'show', id, '--json']);
       expect(shown.code).toBe(0);
       expect(shown.json()).toMatchObject({ id, queue: 'mail', task: 'send', state: 'available' });
-      expect((await cli(url, ['jobs', 'show', id])).stdout).toMatch(/args:\s+\{"i":\d\}/);
+      const text = (await cli(url, ['jobs', 'show', id])).stdout;
+      expect(text).toMatch(/args:\s+\{"i":\d\}/);
+      expect(text).toMatch(/^progress:\s+-$/m);
+      expect(text).toMatch(/^result:\s+-$/m);
 
       const cancelled = await cli(url, ['jobs', 'cancel', id]);
       expect(cancelled.code).toBe(0);

@@ -32,6 +32,20 @@ class Fragile implements TaskHandler {
   }
 }
 
+let finishRender!: () => void;
+const renderFinished = new Promise<void>((resolve) => (finishRender = resolve));
+
+/** Reports a quarter done, waits for the test, then reports the rest and returns where the report is. */
+@Task('render-report', { queue: 'work' })
+class RenderReport implements TaskHandler<{ pages: number }> {
+  async handle(args: { pages: number }, ctx: JobContext) {
+    await ctx.progress({ done: args.pages / 4, total: args.pages });
+    await Promise.race([renderFinished, new Promise((resolve) => ctx.signal.addEventListener('abort', resolve))]);
+    await ctx.progress({ done: args.pages, total: args.pages });
+    return { url: 'https://files.example.com/report-42.pdf', pages: args.pages };
+  }
+}
+
 const describeInBrowser = HAS_CHROMIUM ? describe : describe.skip;
 
 describeInBrowser(
@@ -50,7 +64,7 @@ describeInBrowser(
           StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, concurrency: 5, prefetch: 5 } }),
           StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'browser-test' }, refreshSeconds: 0 }),
         ],
-        providers: [Crunch, Fragile],
+        providers: [Crunch, Fragile, RenderReport],
       })
       class BrowserTestModule {}
       app = await NestFactory.create(BrowserTestModule, { logger: ['error'] });
@@ -66,6 +80,7 @@ describeInBrowser(
 
     afterAll(async () => {
       openGate();
+      finishRender();
       await browser?.close();
       await app?.close();
       await db?.drop();
@@ -127,6 +142,28 @@ describeInBrowser(
       // Its earlier failure stays in its history.
       expect(await page.textContent('main')).toContain('payment provider answered 502');
       await page.screenshot({ path: `${SCREENSHOTS}/job-retried.png`, fullPage: true });
+    });
+
+    it("shows a running job's progress as a bar, then its result once it completes", async () => {
+      const { id } = await app.get(QueueService).enqueue('render-report', { pages: 200 });
+      const progress = 'tr:has(th:text-is("progress")) td';
+      await page.goto(`${base}/stampeded/jobs/${id}?queue=work`);
+      await waitFor(async () => {
+        await page.reload();
+        return (await page.textContent(progress))?.includes('"done":50');
+      }, 'the progress on the page');
+      expect(await page.getAttribute(`${progress} progress`, 'value')).toBe('0.25');
+      expect(await page.textContent('h2:text-is("Result") + p')).toBe('none yet: stored when the job completes');
+      await page.screenshot({ path: `${SCREENSHOTS}/job-progress.png`, fullPage: true });
+
+      finishRender();
+      await waitFor(async () => {
+        await page.reload();
+        return (await page.textContent('tr:has(th:text-is("state")) td'))?.trim() === 'completed';
+      }, 'the job to show as completed');
+      expect(await page.getAttribute(`${progress} progress`, 'value')).toBe('1');
+      expect(JSON.parse((await page.textContent('h2:text-is("Result") + pre'))!)).toEqual({ url: 'https://files.example.com/report-42.pdf', pages: 200 });
+      await page.screenshot({ path: `${SCREENSHOTS}/job-result.png`, fullPage: true });
     });
   },
 );

@@ -390,6 +390,51 @@ describe('dashboard', () => {
       }
     });
 
+    it("shows a job's progress, with a bar when it reads as a fraction, and its result, on its page and in the JSON API", async () => {
+      const insert = async (values: string) =>
+        (
+          await sql.query(
+            `INSERT INTO stampeded_jobs (queue, task, state, attempt, claimed_by, claimed_at, heartbeat_at, finished_at, progress, result)
+             VALUES ${values} RETURNING id::text`,
+          )
+        ).rows[0].id as string;
+      const running = await insert(
+        `('reports', 'render', 'executing', 1, uuidv7(), now(), now(), NULL, '{"done": 40, "total": 200, "stage": "<b>pages</b>"}', NULL)`,
+      );
+      const done = await insert(
+        `('reports', 'render', 'completed', 1, NULL, now(), now(), now(), '100', '{"url": "https://files/r.pdf?a=1&b=<2>", "pages": 3}')`,
+      );
+      const none = await insert(`('reports', 'render', 'completed', 1, NULL, now(), now(), now(), NULL, NULL)`);
+
+      // The '/by-function' mount refreshes its pages every 5 seconds (the
+      // default). jsonb keeps an object's keys shortest first.
+      const asOps = { 'x-team': 'ops' };
+      const runningPage = await (await get(`/by-function/jobs/${running}`, asOps)).text();
+      expect(runningPage).toContain(
+        '<progress max="1" value="0.2">20%</progress> <code>{&quot;done&quot;:40,&quot;stage&quot;:&quot;&lt;b&gt;pages&lt;/b&gt;&quot;,&quot;total&quot;:200}</code>',
+      );
+      expect(runningPage).toContain('<h2>Result</h2><p class="dim">none yet: stored when the job completes</p>');
+      // A running job's page reloads itself, for its progress; a finished one's does not.
+      expect(runningPage).toContain('<meta http-equiv="refresh" content="5">');
+
+      const donePage = await (await get(`/by-function/jobs/${done}`, asOps)).text();
+      expect(donePage).toContain('<progress max="1" value="1">100%</progress> <code>100</code>');
+      expect(donePage).toContain(
+        '<h2>Result</h2><pre>{\n  &quot;url&quot;: &quot;https://files/r.pdf?a=1&amp;b=&lt;2&gt;&quot;,\n  &quot;pages&quot;: 3\n}</pre>',
+      );
+      expect(donePage).not.toContain('http-equiv="refresh"');
+      const nonePage = await (await get(`/by-function/jobs/${none}`, asOps)).text();
+      expect(nonePage).toContain('<p class="dim">none: the handler returned nothing, or its task does not store results</p>');
+      expect(nonePage).toMatch(/<tr><th>progress<\/th><td><span class="dim">[^<]*<\/span><\/td><\/tr>/);
+
+      expect(await (await get(`/stampeded/api/jobs/${done}`)).json()).toMatchObject({
+        state: 'completed',
+        progress: 100,
+        result: { url: 'https://files/r.pdf?a=1&b=<2>', pages: 3 },
+      });
+      expect(await (await get(`/stampeded/api/jobs/${running}`)).json()).toMatchObject({ progress: { done: 40, total: 200 }, result: null });
+    });
+
     it('renders the jobs list with filters and a next-page link, and a job with its dead-letter provenance', async () => {
       const list = await (await get('/stampeded/jobs?queue=mail&tenant=globex')).text();
       expect(list).toContain('value="globex"');

@@ -44,7 +44,7 @@ export function registerJobs(program: Command): void {
 
   jobs
     .command('show')
-    .description('one job in full: args, meta, errors, attempts, checkpoint, dead-letter provenance')
+    .description('one job in full: args, meta, progress, result, errors, attempts, checkpoint, dead-letter provenance')
     .argument('<id>', 'the job id')
     .option('--queue <queue>', 'the job queue (faster on a big table)')
     .action((id: string, opts: { queue?: string }, command: Command) =>
@@ -52,7 +52,7 @@ export function registerJobs(program: Command): void {
         const job = await inspector.job(id, opts.queue);
         if (!job) throw new CliError(JOB_NOT_FOUND(id), EXIT.failed);
         emit(options, job, () => {
-          const { args, meta, errors, checkpoint, ...rest } = job;
+          const { args, meta, errors, checkpoint, progress, result, ...rest } = job;
           const errorLines = (errors as { at: string; attempt: number; kind: string; message: string }[]).map(
             (e) => `  #${e.attempt} ${e.at} ${e.kind}: ${cell(e.message)}`,
           );
@@ -60,6 +60,8 @@ export function registerJobs(program: Command): void {
             fields(Object.entries(rest).filter(([k]) => k !== 'dedup_key')),
             `args:       ${JSON.stringify(args)}`,
             `meta:       ${JSON.stringify(meta)}`,
+            `progress:   ${progress == null ? '-' : JSON.stringify(progress)}`,
+            `result:     ${result == null ? '-' : JSON.stringify(result)}`,
             `checkpoint: ${checkpoint === null ? '-' : JSON.stringify(checkpoint)}`,
             `errors:     ${errorLines.length ? `\n${errorLines.join('\n')}` : '-'}`,
           ].join('\n');

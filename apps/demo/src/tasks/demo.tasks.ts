@@ -49,7 +49,11 @@ export class ResizeImage implements TaskHandler<{ width: number }> {
   }
 }
 
-/** A long report that saves checkpoints and stops when its signal fires (the demo cancels one). */
+/**
+ * A long report that saves checkpoints, reports its progress (the
+ * dashboard's job page shows it as a bar) and stops when its signal fires
+ * (the demo cancels one).
+ */
 @Task('generate-report', { queue: 'reports', expireSeconds: 30 })
 export class GenerateReport implements TaskHandler<{ pages: number }> {
   async handle(args: { pages: number }, ctx: JobContext) {
@@ -61,6 +65,7 @@ export class GenerateReport implements TaskHandler<{ pages: number }> {
       }
       await new Promise((r) => setTimeout(r, 100));
       await ctx.saveCheckpoint({ page: page + 1 });
+      await ctx.progress({ done: page + 1, total: args.pages });
     }
     return { pages: args.pages };
   }

@@ -74,7 +74,7 @@ export class DashboardPagesController {
   async job(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('id') id: string, @Query('queue') queue?: string) {
     const job = await this.inspector.job(id, queue || undefined);
     if (!job) throw new NotFoundException(JOB_NOT_FOUND(id));
-    return jobPage(this.context(request, response), job);
+    return jobPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, job);
   }
 
   @Get('errors')

@@ -34,6 +34,7 @@ form.inline{display:inline}button{cursor:pointer;padding:3px 10px}
 .filters input,.filters select{margin-right:6px}.chart{background:#fff;border:1px solid #e3e6eb}
 .tag{display:inline-block;padding:0 6px;border-radius:8px;background:#e8ebf1;font-size:12px}
 .tag.hold{background:#fde2e0;color:#8c1d18}.tag.rush{background:#fff1cc}
+progress{width:160px;vertical-align:middle;margin-right:6px}
 `;
 
 export function layout(ctx: PageContext, active: string, title: string, body: string): string {

@@ -99,6 +99,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
     ['queue', `<a href="${esc(`${ctx.base}/jobs${query({ queue: job.queue })}`)}">${esc(job.queue)}</a>`],
     ['task', esc(job.task)],
     ['state', `<strong>${esc(job.state)}</strong>`],
+    ['progress', progressView(job.progress)],
     ['attempt', `${esc(job.attempt)} of ${esc(job.max_attempts)}`],
     ['interruptions', `${esc(job.interruptions)} of ${esc(job.max_interruptions)}`],
     ['deferrals', `${esc(job.deferrals)} of ${esc(job.max_deferrals)}`],
@@ -123,8 +124,15 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
     ],
   ];
   const errors = (job.errors ?? []) as Record<string, unknown>[];
+  const result =
+    job.result != null
+      ? `<pre>${esc(JSON.stringify(job.result, null, 2))}</pre>`
+      : job.state === 'completed'
+        ? '<p class="dim">none: the handler returned nothing, or its task does not store results</p>'
+        : '<p class="dim">none yet: stored when the job completes</p>';
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
+<h2>Result</h2>${result}
 ${job.last_error ? `<h2>Last error</h2><pre>${esc(job.last_error)}</pre>` : ''}
 <h2>Error history</h2>${table(
     ['attempt', 'at', 'kind', 'message', 'destination', 'exit status'],
@@ -134,7 +142,21 @@ ${job.last_error ? `<h2>Last error</h2><pre>${esc(job.last_error)}</pre>` : ''}
 <h2>Args</h2><pre>${esc(JSON.stringify(job.args, null, 2))}</pre>
 <h2>Meta</h2><pre>${esc(JSON.stringify(job.meta, null, 2))}</pre>
 <h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p><pre>${esc(JSON.stringify(job.checkpoint, null, 2))}</pre>`}`;
-  return layout(ctx, '/jobs', `Job ${job.id}`, body);
+  // A running job's progress moves: its page reloads itself meanwhile.
+  const running = job.state === 'claimed' || job.state === 'executing';
+  return layout({ ...ctx, refreshSeconds: running ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
+}
+
+/**
+ * A job's progress as its page shows it: the value, after a bar when it
+ * reads as a fraction (a number from 0 to 100, or { done, total }).
+ */
+function progressView(progress: unknown): string {
+  if (progress == null) return show(null);
+  const { done, total } = (typeof progress === 'object' ? progress : {}) as { done?: unknown; total?: unknown };
+  const fraction = typeof progress === 'number' ? progress / 100 : typeof done === 'number' && typeof total === 'number' && total > 0 ? done / total : NaN;
+  const bar = fraction >= 0 && fraction <= 1 ? `<progress max="1" value="${fraction}">${Math.round(fraction * 100)}%</progress> ` : '';
+  return `${bar}<code>${esc(JSON.stringify(progress))}</code>`;
 }
 
 export function errorsPage(ctx: PageContext, errors: Record<string, any>[]): string {
