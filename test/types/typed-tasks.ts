@@ -3,6 +3,7 @@
 // not reach the other tests), never run. Each `@ts-expect-error` fails the
 // typecheck when the line under it compiles; each expectType<Equal<A, B>>
 // fails it when A is not exactly B.
+import type { StandardSchemaV1 as SpecSchema } from '@standard-schema/spec';
 import { Task, type ArgsOf, type Job, type JobContext, type Queue, type QueueService, type ResultOf, type TaskHandler } from '@stampeded/nestjs';
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -33,6 +34,23 @@ class Resize {
 class Tick implements TaskHandler {
   handle(): void {}
 }
+
+/** Any schema of the Standard Schema specification's own type (what zod, valibot and arktype declare) is a validate option. */
+declare const specSchema: SpecSchema<{ to: string }>;
+@Task('typed:validated', { validate: specSchema })
+class Validated implements TaskHandler<{ to: string }> {
+  handle(): void {}
+}
+@Task('typed:validated-by-hook', { validate: (args) => (typeof (args as { to?: unknown }).to === 'string' ? [] : [{ message: 'Required', path: ['to'] }]) })
+class ValidatedByHook implements TaskHandler<{ to: string }> {
+  handle(): void {}
+}
+// @ts-expect-error a validate option is a schema or a function
+@Task('typed:badly-validated', { validate: { parse: () => ({}) } })
+class BadlyValidated implements TaskHandler {
+  handle(): void {}
+}
+void [Validated, ValidatedByHook, BadlyValidated];
 
 declare module '@stampeded/nestjs' {
   interface StampededTasks {

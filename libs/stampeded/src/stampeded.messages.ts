@@ -54,6 +54,21 @@ export const UNKNOWN_OPTIONS = (where: string, unknown: string[], allowed: reado
 export const RENAMED_OPTION = (where: string, old: string, renamed: string) =>
   `${where}: the option "${old}" is now "${renamed}", with the same settings. Rename it (see CHANGELOG.md).`;
 
+export const INVALID_VALIDATE = (where: string, got: unknown) =>
+  `${where}: validate must be a Standard Schema (a zod, valibot or arktype schema: an object with "~standard") ` +
+  `or a function (args) => issues, got ${inspect(got, { depth: 1, breakLength: Infinity })}.`;
+
+/** The issues of a job's args, as one line: the first ten, and how many more. */
+const listIssues = (issues: readonly string[]) => issues.slice(0, 10).join('; ') + (issues.length > 10 ? `; and ${issues.length - 10} more` : '');
+
+export const INVALID_ARGS = (where: string, task: string, issues: readonly string[]) =>
+  `${where}: the args of task "${task}" fail its validate option: ${listIssues(issues)}. Nothing was written; fix the args.`;
+
+export const INVALID_ARGS_AT_RUN = (task: string, issues: readonly string[]) =>
+  `the args of task "${task}" fail its validate option: ${listIssues(issues)}. ` +
+  `The job was discarded without running its handler, since no attempt can succeed with these args. ` +
+  `Enqueue it again with valid args; if the validate option was what was wrong, fix it and retry the job.`;
+
 export const INVALID_RETRY_POLICY = (where: string, got: unknown) =>
   `${where}: retryPolicy must be a function (failure) => decision or an object with a nextRetry(failure) method, got ${inspect(got, { depth: 1, breakLength: Infinity })}. ` +
   `Return { retry: true, delayMs } to run the job again, or { retry: false } to give up.`;

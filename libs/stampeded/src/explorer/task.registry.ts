@@ -6,6 +6,7 @@ import { TASK_METADATA } from '../stampeded.constants.js';
 import { describe, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
 import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
 import type { RetryPolicy } from '../interfaces/retry-policy.interface.js';
+import { toArgsValidator, type ArgsValidator } from '../queue/args-validator.js';
 
 export interface RegisteredTask {
   metadata: TaskMetadata;
@@ -14,9 +15,11 @@ export interface RegisteredTask {
   classRef: Type<unknown>;
   /** The task's retryPolicy option as a policy object; undefined: the default. */
   retryPolicy?: RetryPolicy;
+  /** The task's validate option; undefined: its args are not checked. */
+  argsValidator?: ArgsValidator;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult'] as const;
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult', 'validate'] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -40,6 +43,7 @@ export class TaskRegistry {
       throw new StampededConfigError(INVALID_OPTION(where, 'storeResult', `must be true or false, got ${describe(metadata.storeResult)}`));
     }
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
+    const argsValidator = toArgsValidator(where, metadata.validate);
     if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
       throw new StampededConfigError(TASK_WITHOUT_HANDLE(className, metadata.name));
     }
@@ -47,7 +51,7 @@ export class TaskRegistry {
     if (existing && existing.classRef !== classRef) {
       throw new StampededConfigError(DUPLICATE_TASK(metadata.name, existing.className, className));
     }
-    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef, retryPolicy });
+    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef, retryPolicy, argsValidator });
   }
 
   get(name: string): RegisteredTask | undefined {
@@ -60,6 +64,21 @@ export class TaskRegistry {
 
   all(): RegisteredTask[] {
     return [...this.tasks.values()];
+  }
+
+  /**
+   * The check of a task's args: a registered task's, or, for a @Task class
+   * this app does not provide (an API process that enqueues for workers
+   * elsewhere), its class's own option. A task known only by name to this
+   * app is not checked here: its workers check it before it runs.
+   */
+  argsValidatorOf(task: string | Type<unknown>): ArgsValidator | undefined {
+    if (typeof task === 'string') return this.tasks.get(task)?.argsValidator;
+    const metadata = Reflect.getMetadata(TASK_METADATA, task) as TaskMetadata | undefined;
+    if (!metadata) throw new StampededConfigError(NOT_A_TASK_CLASS(task.name));
+    const registered = this.tasks.get(metadata.name);
+    if (registered?.classRef === task) return registered.argsValidator;
+    return toArgsValidator(`@Task('${metadata.name}') on ${task.name}`, metadata.validate);
   }
 
   /** The task name a @Task class was registered under. */

@@ -3,6 +3,7 @@ import type { JobOptions } from './job-options.interface.js';
 import type { JobProgress } from './job.interface.js';
 import type { TaskScheduleOptions } from './schedule.interface.js';
 import type { RetryPolicy } from './retry-policy.interface.js';
+import type { ArgsValidateHook, StandardSchemaV1 } from './validation.interface.js';
 
 export interface TaskOptions extends JobOptions {
   /**
@@ -38,6 +39,17 @@ export interface TaskOptions extends JobOptions {
    * nothing, and the result reaches only this process's `completed` event.
    */
   storeResult?: boolean;
+  /**
+   * A check of each job's args: a Standard Schema object (a zod, valibot or
+   * arktype schema, say) or a function `(args) => issues` (ArgsValidateHook).
+   * Checked at enqueue, where invalid args are refused with an
+   * InvalidJobError before anything is written, and in the worker before
+   * `handle()` runs, where a job with invalid args (inserted by SQL, another
+   * runtime or an older version) is discarded as `unrecoverable` with the
+   * issues in its error history instead of being retried. Checks only: the
+   * job keeps its args as given, without the schema's transforms or defaults.
+   */
+  validate?: ArgsValidateHook | StandardSchemaV1;
 }
 
 export interface TaskMetadata extends TaskOptions {

@@ -3,7 +3,7 @@ import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 import { JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
-import { JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { INVALID_ARGS, JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
@@ -117,6 +117,8 @@ export class QueueService implements OnApplicationBootstrap {
   ): Promise<EnqueueResult>;
   async enqueue(task: string | TaskClass, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     const row = this.toRow('enqueue()', task, args, options);
+    const invalid = this.checkArgs('enqueue()', task, row.task, args);
+    if (invalid) await invalid;
     const [result] = await this.send([row], false, options.manager);
     return result;
   }
@@ -132,6 +134,7 @@ export class QueueService implements OnApplicationBootstrap {
   ): Promise<EnqueueResult[]>;
   async enqueueMany(jobs: readonly EnqueueManyItem[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
     if (!Array.isArray(jobs)) throw new InvalidJobError(`enqueueMany() takes an array of { task, args?, options? }, got ${typeof jobs}.`);
+    const checks: Promise<void>[] = [];
     const rows = jobs.map((job, i) => {
       const where = `enqueueMany() job #${i}`;
       if (job === null || typeof job !== 'object') throw new InvalidJobError(`${where}: must be an object { task, args?, options? }.`);
@@ -140,8 +143,16 @@ export class QueueService implements OnApplicationBootstrap {
       if (job.options && 'manager' in job.options) {
         throw new InvalidJobError(`${where}: pass manager once, as enqueueMany(jobs, { manager }), not per job.`);
       }
-      return this.toRow(where, job.task, job.args, job.options ?? {});
+      const row = this.toRow(where, job.task, job.args, job.options ?? {});
+      const invalid = this.checkArgs(where, job.task, row.task, job.args);
+      if (invalid) checks.push(invalid);
+      return row;
     });
+    // Every job's check settles before the first refusal is thrown, so that none runs on after the call returns.
+    if (checks.length) {
+      const refused = (await Promise.allSettled(checks)).find((check) => check.status === 'rejected');
+      if (refused) throw refused.reason;
+    }
     if (rows.length === 0) return [];
     return this.send(rows, true, options.manager);
   }
@@ -287,6 +298,24 @@ export class QueueService implements OnApplicationBootstrap {
       throw new Error(`enqueue: a duplicate's twin kept changing state under it (${pending.length} job(s)); nothing was inserted for them. Try again.`);
     }
     return results;
+  }
+
+  /**
+   * The task's validate option on the args, for a task that has one: throws
+   * at once when a synchronous check refuses them, or returns a promise that
+   * rejects when an asynchronous one does. Undefined when there is nothing
+   * to wait for.
+   */
+  private checkArgs(where: string, task: string | TaskClass, name: string, args: unknown): Promise<void> | undefined {
+    const validator = this.tasks.argsValidatorOf(task);
+    if (!validator) return undefined;
+    const refuse = (issues: string[]) => {
+      if (issues.length) throw new InvalidJobError(INVALID_ARGS(where, name, issues));
+    };
+    const issues = validator.issues(args === undefined ? {} : args);
+    if (!Array.isArray(issues)) return issues.then(refuse);
+    refuse(issues);
+    return undefined;
   }
 
   /** A call of the form (task, id, options?) or (id, options?), the task as its name. */

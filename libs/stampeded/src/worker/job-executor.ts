@@ -14,6 +14,8 @@ import { ProgressReporter } from './progress-reporter.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
+import type { ArgsValidator } from '../queue/args-validator.js';
+import { INVALID_ARGS_AT_RUN } from '../stampeded.messages.js';
 
 export interface ExecutorConfig {
   workerId: string;
@@ -163,6 +165,14 @@ export class JobExecutor {
       }
     }
     this.armDeadline(entry, claimedAt ?? Date.now());
+    if (task.argsValidator) {
+      const invalid = await this.checkArgs(task.argsValidator, job);
+      if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
+      if (invalid) {
+        this.settle(entry);
+        return this.recordFailure(job, invalid);
+      }
+    }
     const ctx = new RunContext(this.db, this.config.workerId, job, this.runHooks, entry);
     let result: unknown;
     let stored: string | null = null;
@@ -201,6 +211,18 @@ export class JobExecutor {
       return this.processRunner.run(task, job, ctx, this.signalOf(entry));
     }
     return Promise.resolve(task.instance.handle(job.args, ctx));
+  }
+
+  /**
+   * The task's validate option on a job about to run: args that fail it
+   * (a job inserted by SQL, another runtime or an older version) fail every
+   * attempt alike, so the job is discarded at once, the issues in its error
+   * history, rather than retried until its attempts run out.
+   */
+  private async checkArgs(validator: ArgsValidator, job: Job): Promise<FailureRecord | undefined> {
+    const issues = await validator.issues(job.args);
+    if (!issues.length) return undefined;
+    return { kind: 'unrecoverable', error: INVALID_ARGS_AT_RUN(job.task, issues), retryDelayMs: null };
   }
 
   /** The failure to record, as the task's retry policy decides it. */
