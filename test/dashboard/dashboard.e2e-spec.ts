@@ -449,6 +449,55 @@ describe('dashboard', () => {
       expect((await get('/stampeded/jobs/01a2372e-0000-7000-8000-000000000000')).status).toBe(404);
     });
 
+    it("lists jobs by their ids' distinguishing tails, and shows an earlier attempt's error on a completed job as history", async () => {
+      // Jobs made the same millisecond share their UUIDv7 time prefix; the list shows their tails.
+      const { rows } = await sql.query<{ id: string; state: string }>(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, last_error)
+         VALUES ('lookalike', 'charge', 'completed', 2, now(), 'card declined <b>once</b>'),
+                ('lookalike', 'charge', 'discarded', 3, now(), 'card declined for good'),
+                ('lookalike', 'charge', 'available', 0, NULL, NULL)
+         RETURNING id::text, state::text`,
+      );
+      const list = await (await get('/stampeded/jobs?queue=lookalike')).text();
+      for (const { id } of rows) {
+        expect(list).toContain(`<a href="/stampeded/jobs/${id}?queue=lookalike" title="${id}"><code>…${id.slice(-12)}</code></a>`);
+      }
+      expect(new Set(rows.map(({ id }) => id.slice(-12))).size).toBe(3);
+      // Only the discarded job's error reads as a failure.
+      expect(list).toContain('<span class="bad">card declined for good</span>');
+      expect(list).toContain('<span class="dim" title="from an earlier attempt">card declined &lt;b&gt;once&lt;/b&gt;</span>');
+      expect(list).not.toContain('<span class="bad">card declined &lt;b&gt;once');
+
+      const completed = await (await get(`/stampeded/jobs/${rows.find((r) => r.state === 'completed')!.id}`)).text();
+      expect(completed).toContain(
+        '<h2>Last error <span class="dim">(an earlier attempt\'s; the job is completed now)</span></h2><pre>card declined &lt;b&gt;once&lt;/b&gt;</pre>',
+      );
+      expect(completed).not.toContain('<pre class="error">');
+      const discarded = await (await get(`/stampeded/jobs/${rows.find((r) => r.state === 'discarded')!.id}`)).text();
+      expect(discarded).toContain('<h2>Last error</h2><pre class="error">card declined for good</pre>');
+    });
+
+    it('shows args, meta, result and checkpoint pretty-printed and escaped, a large value folded', async () => {
+      const html = '</pre><script>alert(document.cookie)</script><img src=x onerror=alert(1)>';
+      const big = Array.from({ length: 60 }, (_, i) => ({ line: i, note: html }));
+      const { rows } = await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, args, meta, result, checkpoint, checkpoint_seq, checkpoint_at)
+         VALUES ('viewer', 'export', 'completed', 1, now(), $1, $2, $3, $4, 1, now()) RETURNING id::text`,
+        [JSON.stringify({ html }), JSON.stringify({ trace: html }), JSON.stringify({ html }), JSON.stringify({ rows: big })],
+      );
+      const page = await (await get(`/stampeded/jobs/${rows[0].id}`)).text();
+      expect(page).not.toContain('<script>alert');
+      expect(page).not.toContain('<img src=x');
+      expect(page).not.toMatch(/<\/pre><script/);
+      const escaped = '&lt;/pre&gt;&lt;script&gt;alert(document.cookie)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;';
+      expect(page).toContain(`<h2>Result</h2><pre>{\n  &quot;html&quot;: &quot;${escaped}&quot;\n}</pre>`);
+      expect(page).toContain(`<h2>Args</h2><pre>{\n  &quot;html&quot;: &quot;${escaped}&quot;\n}</pre>`);
+      expect(page).toContain(`<h2>Meta</h2><pre>{\n  &quot;trace&quot;: &quot;${escaped}&quot;\n}</pre>`);
+      // The checkpoint runs to hundreds of lines: it starts folded, saying how large it is.
+      expect(page).toMatch(/<details class="json"><summary>an object of 1 key, \d+ lines, [\d.]+ KiB: show<\/summary><pre>\{\n {2}&quot;rows&quot;: \[/);
+      expect(await (await get(`/stampeded/api/jobs/${rows[0].id}`)).json()).toMatchObject({ result: { html }, args: { html } });
+    });
+
     it('lists a task no index serves a few jobs of the table at a time, each page saying how far it read', async () => {
       // Work's jobs come first in the list's order, mail's newsletters after them.
       const first = await (await get('/stampeded/jobs?task=newsletter&scan=3')).text();

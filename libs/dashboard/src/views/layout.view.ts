@@ -30,6 +30,8 @@ th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #e3e6eb;vertical-a
 th{font-size:12px;text-transform:uppercase;color:#5b6475}
 .dim{color:#8a93a3}.bad{color:#b3261e;font-weight:600}.ok{color:#1e7a3b}
 pre{background:#fff;border:1px solid #e3e6eb;padding:8px;overflow:auto;max-height:300px}
+pre.error{border-color:#e6a7a2;border-left:4px solid #b3261e}h2 .dim{font-weight:400;font-size:13px}
+details.json summary{cursor:pointer;color:#3a5a9c;margin-bottom:4px}details.json pre{max-height:600px}
 form.inline{display:inline}button{cursor:pointer;padding:3px 10px}
 .filters input,.filters select{margin-right:6px}.chart{background:#fff;border:1px solid #e3e6eb}
 .tag{display:inline-block;padding:0 6px;border-radius:8px;background:#e8ebf1;font-size:12px}

@@ -3,8 +3,29 @@ import { throughputChart } from './chart.view.js';
 import { esc, query, show, table } from './html.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
 
+/**
+ * An id as a list shows it: its tail. UUIDv7 ids begin with their creation
+ * time, so jobs made the same minute share a prefix; their last 12 hex
+ * characters (random bits) tell them apart. The full id stays in the title.
+ */
+export const shortId = (id: unknown) => {
+  const text = String(id ?? '');
+  return text.length > 13 ? `…${text.slice(-12)}` : text;
+};
+
 const jobLink = (ctx: PageContext, id: unknown, queue: unknown) =>
-  `<a href="${esc(`${ctx.base}/jobs/${id}${query({ queue })}`)}">${esc(String(id).slice(0, 8))}…</a>`;
+  `<a href="${esc(`${ctx.base}/jobs/${id}${query({ queue })}`)}" title="${esc(id)}"><code>${esc(shortId(id))}</code></a>`;
+
+/** States in which a job's last error is why it is where it is; in any other state the error is history. */
+const FAILING = new Set(['retryable', 'discarded']);
+
+/** A job's last error as a list shows it: red while it is the job's trouble, neutral once the job moved on. */
+const lastErrorCell = (state: unknown, error: unknown) =>
+  !error
+    ? show(null)
+    : FAILING.has(String(state))
+      ? `<span class="bad">${esc(firstLine(error))}</span>`
+      : `<span class="dim" title="from an earlier attempt">${esc(firstLine(error))}</span>`;
 
 /** An error's first line: the message, without the stack trace the full text on the job page keeps. */
 const firstLine = (text: unknown) => String(text ?? '').split('\n')[0];
@@ -49,7 +70,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
     show(j.destination),
     show(j.scheduled_at),
     show(j.finished_at),
-    j.last_error ? `<span class="bad">${esc(firstLine(j.last_error))}</span>` : show(null),
+    lastErrorCell(j.state, j.last_error),
   ]);
   const { after: _after, ...rest } = filters;
   const nextHref = page.next ? `${ctx.base}/jobs${query({ ...rest, after: page.next })}` : '';
@@ -126,25 +147,54 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
   const errors = (job.errors ?? []) as Record<string, unknown>[];
   const result =
     job.result != null
-      ? `<pre>${esc(JSON.stringify(job.result, null, 2))}</pre>`
+      ? jsonView(job.result)
       : job.state === 'completed'
         ? '<p class="dim">none: the handler returned nothing, or its task does not store results</p>'
         : '<p class="dim">none yet: stored when the job completes</p>';
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
 <h2>Result</h2>${result}
-${job.last_error ? `<h2>Last error</h2><pre>${esc(job.last_error)}</pre>` : ''}
+${lastErrorView(job)}
 <h2>Error history</h2>${table(
     ['attempt', 'at', 'kind', 'message', 'destination', 'exit status'],
     errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(firstLine(e.message)), show(e.destination), show(e.exit_status)]),
     'no errors',
   )}
-<h2>Args</h2><pre>${esc(JSON.stringify(job.args, null, 2))}</pre>
-<h2>Meta</h2><pre>${esc(JSON.stringify(job.meta, null, 2))}</pre>
-<h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p><pre>${esc(JSON.stringify(job.checkpoint, null, 2))}</pre>`}`;
+<h2>Args</h2>${jsonView(job.args)}
+<h2>Meta</h2>${jsonView(job.meta)}
+<h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p>${jsonView(job.checkpoint)}`}`;
   // A running job's progress moves: its page reloads itself meanwhile.
   const running = job.state === 'claimed' || job.state === 'executing';
   return layout({ ...ctx, refreshSeconds: running ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
+}
+
+/** Past this many lines a JSON value starts folded, its size on the fold. */
+const FOLD_LINES = 40;
+
+/**
+ * A JSON value on a job's page: pretty-printed and escaped; a large one
+ * folded in a <details> (no script needed to open it) that says its size.
+ */
+export function jsonView(value: unknown): string {
+  const text = JSON.stringify(value, null, 2) ?? 'null';
+  const lines = text.split('\n').length;
+  if (lines <= FOLD_LINES) return `<pre>${esc(text)}</pre>`;
+  const size = Buffer.byteLength(text) >= 1024 ? `${(Buffer.byteLength(text) / 1024).toFixed(1)} KiB` : `${Buffer.byteLength(text)} bytes`;
+  const count = Array.isArray(value) ? value.length : Object.keys(value as object).length;
+  const kind = `${Array.isArray(value) ? 'an array of' : 'an object of'} ${count} ${Array.isArray(value) ? 'item' : 'key'}${count === 1 ? '' : 's'}`;
+  return `<details class="json"><summary>${esc(`${kind}, ${lines} lines, ${size}: show`)}</summary><pre>${esc(text)}</pre></details>`;
+}
+
+/**
+ * A job's last error on its page: marked as the failure while the job is
+ * retryable or discarded; on a job that went on (completed, retried, running
+ * again) it is an earlier attempt's error and is shown as history.
+ */
+function lastErrorView(job: Record<string, any>): string {
+  if (!job.last_error) return '';
+  return FAILING.has(job.state)
+    ? `<h2>Last error</h2><pre class="error">${esc(job.last_error)}</pre>`
+    : `<h2>Last error <span class="dim">(an earlier attempt's; the job is ${esc(job.state)} now)</span></h2><pre>${esc(job.last_error)}</pre>`;
 }
 
 /**
@@ -181,7 +231,7 @@ export function errorsPage(ctx: PageContext, errors: Record<string, any>[]): str
 
 export function workersPage(ctx: PageContext, data: { workers: Record<string, any>[]; running: Record<string, any>[] }): string {
   const workers = data.workers.map((w) => [
-    `<code>${esc(String(w.id).slice(0, 8))}</code>`,
+    `<code title="${esc(w.id)}">${esc(shortId(w.id))}</code>`,
     esc(w.hostname),
     esc(w.pid),
     esc((w.queues ?? []).join(', ')),
@@ -193,7 +243,7 @@ export function workersPage(ctx: PageContext, data: { workers: Record<string, an
     jobLink(ctx, j.id, j.queue),
     esc(j.queue),
     esc(j.task),
-    `<code>${esc(String(j.claimed_by).slice(0, 8))}</code>`,
+    `<code title="${esc(j.claimed_by)}">${esc(shortId(j.claimed_by))}</code>`,
     show(j.claimed_at),
     show(j.heartbeat_at),
     esc(j.attempt),
