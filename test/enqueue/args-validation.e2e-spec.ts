@@ -80,6 +80,12 @@ class Refund implements TaskHandler<{ amount: number }> {
   handle() {}
 }
 
+/** Checks the args as they are stored and run: JSON, where a Date is a string. */
+@Task('stamp', { queue: 'receipts', validate: (args: unknown) => (typeof (args as { at?: unknown }).at === 'string' ? [] : ['at: must be a string']) })
+class Stamp implements TaskHandler<{ at: string }> {
+  handle() {}
+}
+
 /** Not a provider of the app: an API process enqueueing for workers elsewhere still checks by the class. */
 @Task('audit', { queue: 'receipts', validate: (args: unknown) => ((args as { who?: unknown }).who ? [] : ['who: required']) })
 class Audit implements TaskHandler<{ who: string }> {
@@ -95,7 +101,7 @@ describe('args validation: a task checks its args at enqueue and before it runs'
   beforeAll(async () => {
     db = await testDatabase();
     app = await bootApp(db.url, {
-      providers: [SendReceipt, SendReceiptLater, ShipOrder, Refund],
+      providers: [SendReceipt, SendReceiptLater, ShipOrder, Refund, Stamp],
       stampeded: { worker: { enabled: false } },
     });
     queue = app.get(QueueService);
@@ -149,6 +155,11 @@ describe('args validation: a task checks its args at enqueue and before it runs'
     const thrown = await refused(() => queue.enqueue('refund', {}));
     expect(thrown.message).toMatch(/"refund" fail its validate option: amount is required\./);
     await queue.enqueue('refund', { amount: 5 });
+  });
+
+  it('checks the args as JSON, as the worker will check them and the handler receive them', async () => {
+    await queue.enqueue('stamp', { at: new Date() });
+    await refused(() => queue.enqueue('stamp', { at: undefined }));
   });
 
   it('checks by the class a task this app does not provide', async () => {

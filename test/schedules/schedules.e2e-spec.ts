@@ -327,5 +327,28 @@ describe('schedules', () => {
       const { rows } = await sql.query(`SELECT key FROM stampeded_schedules WHERE key IN ('broken-cron', 'no-rule', 'zone-key')`);
       expect(rows).toEqual([]);
     });
+
+    it("args that fail the task's validate option, at bootstrap and by upsert()", async () => {
+      const validate = (args: unknown) => (typeof (args as { kind?: unknown }).kind === 'string' ? [] : [{ message: 'Required', path: ['kind'] }]);
+      @Task('checked-report', { validate, schedule: { every: '1h', args: { kinds: 'daily' } } })
+      class CheckedReport {
+        handle() {}
+      }
+      await expect(boot(new TestClock(Date.now()), [CheckedReport])).rejects.toThrow(
+        'Schedule "checked-report": the args of task "checked-report" fail its validate option: kind: Required. Nothing was written; fix the args.',
+      );
+
+      @Task('checked-report', { validate })
+      class CheckedReportUnscheduled {
+        handle() {}
+      }
+      const schedules = await boot(new TestClock(Date.now()), [CheckedReportUnscheduled]);
+      await expect(schedules.upsert({ key: 'hourly', task: 'checked-report', every: '1h', args: { kind: 3 } })).rejects.toThrow(
+        /Schedule "hourly": the args of task "checked-report" fail its validate option: kind: Required/,
+      );
+      expect(await schedules.get('hourly')).toBeUndefined();
+      await schedules.upsert({ key: 'hourly', task: 'checked-report', every: '1h', args: { kind: 'daily' } });
+      expect((await schedules.get('hourly'))?.args).toEqual({ kind: 'daily' });
+    });
   });
 });

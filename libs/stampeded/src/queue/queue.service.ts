@@ -117,7 +117,7 @@ export class QueueService implements OnApplicationBootstrap {
   ): Promise<EnqueueResult>;
   async enqueue(task: string | TaskClass, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     const row = this.toRow('enqueue()', task, args, options);
-    const invalid = this.checkArgs('enqueue()', task, row.task, args);
+    const invalid = this.checkArgs('enqueue()', task, row);
     if (invalid) await invalid;
     const [result] = await this.send([row], false, options.manager);
     return result;
@@ -144,7 +144,7 @@ export class QueueService implements OnApplicationBootstrap {
         throw new InvalidJobError(`${where}: pass manager once, as enqueueMany(jobs, { manager }), not per job.`);
       }
       const row = this.toRow(where, job.task, job.args, job.options ?? {});
-      const invalid = this.checkArgs(where, job.task, row.task, job.args);
+      const invalid = this.checkArgs(where, job.task, row);
       if (invalid) checks.push(invalid);
       return row;
     });
@@ -301,18 +301,20 @@ export class QueueService implements OnApplicationBootstrap {
   }
 
   /**
-   * The task's validate option on the args, for a task that has one: throws
-   * at once when a synchronous check refuses them, or returns a promise that
-   * rejects when an asynchronous one does. Undefined when there is nothing
-   * to wait for.
+   * The task's validate option on the row's args, for a task that has one:
+   * throws at once when a synchronous check refuses them, or returns a
+   * promise that rejects when an asynchronous one does. Undefined when there
+   * is nothing to wait for. It checks the args as the row stores them, as
+   * JSON, which is what the worker checks again and the handler receives:
+   * a Date is a string by then, and a key whose value is undefined is gone.
    */
-  private checkArgs(where: string, task: string | TaskClass, name: string, args: unknown): Promise<void> | undefined {
+  private checkArgs(where: string, task: string | TaskClass, row: JobRow): Promise<void> | undefined {
     const validator = this.tasks.argsValidatorOf(task);
     if (!validator) return undefined;
     const refuse = (issues: string[]) => {
-      if (issues.length) throw new InvalidJobError(INVALID_ARGS(where, name, issues));
+      if (issues.length) throw new InvalidJobError(INVALID_ARGS(where, row.task, issues));
     };
-    const issues = validator.issues(args === undefined ? {} : args);
+    const issues = validator.issues(JSON.parse(row.args));
     if (!Array.isArray(issues)) return issues.then(refuse);
     refuse(issues);
     return undefined;

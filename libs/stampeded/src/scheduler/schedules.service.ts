@@ -2,8 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { Subject, type Observable } from 'rxjs';
 import { DEFAULT_QUEUE, JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from '../queue/job-column-defaults.js';
-import { INVALID_SCHEDULE, SCHEDULE_NOT_FOUND } from '../stampeded.messages.js';
-import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { INVALID_ARGS, INVALID_SCHEDULE, SCHEDULE_NOT_FOUND } from '../stampeded.messages.js';
+import { InvalidJobError, StampededConfigError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
@@ -72,6 +72,9 @@ export class SchedulesService {
   async upsert(definition: ScheduleDefinition): Promise<Schedule> {
     const queue = definition.queue ?? this.taskQueue(definition.task);
     const schedule = validateSchedule({ ...definition, queue }, this.now());
+    // Every job it fires has these args (as JSON, as its jobs carry them): refused now, not once per firing.
+    const issues = await this.tasks.argsValidatorOf(schedule.task)?.issues(JSON.parse(schedule.args));
+    if (issues?.length) throw new InvalidJobError(INVALID_ARGS(`Schedule "${schedule.key}"`, schedule.task, issues));
     const [{ known, server_now }] = await this.db.query<{ known: boolean; server_now: Date }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
     if (!known) {
       throw new StampededConfigError(
