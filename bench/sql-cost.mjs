@@ -12,7 +12,10 @@
 //
 // --remove enqueues the jobs with removeOnComplete (deleted when they
 // complete); --results completes each job with a small result
-// ({"ok":true,"n":<i>}, as a handler's return value is stored); --plans prints the plans; --setup "SQL" runs SQL before the load
+// ({"ok":true,"n":<i>}, as a handler's return value is stored); --events
+// completes with the statement that also notifies the fleet of the outcomes
+// (events: 'fleet', while a process listens), a connection LISTENing to
+// them; --plans prints the plans; --setup "SQL" runs SQL before the load
 // (an experiment); STAMPEDED_SQL_COST_PID=1 prints the backend's pid, to
 // attach a profiler to it. PostgreSQL: DATABASE_URL when set (it needs pg_stat_statements
 // in shared_preload_libraries), otherwise one started for the run.
@@ -21,6 +24,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { migrate } from '@stampeded/nestjs';
+import { COMPLETE_MANY_NOTIFY, eventsChannel } from '@stampeded/nestjs/internal';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -31,6 +35,7 @@ const JOBS = Number(option('jobs', 50_000));
 const BATCH = Number(option('batch', 500));
 const REMOVE = args.includes('--remove');
 const RESULTS = args.includes('--results');
+const EVENTS = args.includes('--events');
 const FINISHED = Number(option('finished', 0));
 
 const server = await startPostgres({
@@ -40,6 +45,7 @@ const db = await createTestDatabase(server.url, 'sql_cost');
 const client = new pg.Client({ connectionString: db.url });
 await client.connect();
 const q = (text, params) => client.query(text, params);
+let listener;
 
 try {
   await migrate(db.url);
@@ -67,6 +73,14 @@ try {
   await q('CHECKPOINT');
   await q('SELECT pg_stat_statements_reset()');
   const worker = randomUUID();
+  // What a fleet with events: 'fleet' has: a connection that hears them.
+  let heard = 0;
+  if (EVENTS) {
+    listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    listener.on('notification', () => heard++);
+    await listener.query(`LISTEN ${JSON.stringify(eventsChannel('public'))}`);
+  }
   // The backend's own CPU time (Linux /proc, the server on this machine): less
   // disturbed by other load than the statements' wall time.
   const backendPid = (await q('SELECT pg_backend_pid() AS p')).rows[0].p;
@@ -105,18 +119,23 @@ try {
     const midway = plans === null && done >= JOBS / 2;
     if (midway) await explain(true);
     let t = performance.now();
-    const claimed = await q('SELECT id, queue, attempt FROM stampeded_claim_batch($1, $2, $3)', ['bench', worker, BATCH]);
+    const claimed = await q('SELECT id, queue, attempt, task FROM stampeded_claim_batch($1, $2, $3)', ['bench', worker, BATCH]);
     claimMs += performance.now() - t;
     if (!claimed.rowCount) break;
     t = performance.now();
     // As the worker sends it: the results NULL when no job of the batch has one.
-    const completed = await q('SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[], $5::jsonb[])', [
+    const values = [
       worker,
       claimed.rows.map((r) => r.queue),
       claimed.rows.map((r) => r.id),
       claimed.rows.map((r) => r.attempt),
       RESULTS ? claimed.rows.map((_, i) => JSON.stringify({ ok: true, n: done + i })) : null,
-    ]);
+    ];
+    const completed = EVENTS
+      ? await q(COMPLETE_MANY_NOTIFY.text, [...values, claimed.rows.map((r) => r.task), eventsChannel('public')]).then((r) => ({
+          rowCount: r.rows.filter((row) => row.id !== null).length,
+        }))
+      : await q('SELECT id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[], $5::jsonb[])', values);
     completeMs += performance.now() - t;
     if (midway) await explain(false);
     if (completed.rowCount !== claimed.rowCount) throw new Error(`completed ${completed.rowCount} of ${claimed.rowCount}`);
@@ -144,7 +163,7 @@ try {
 
   const per = (x) => (x / JOBS).toFixed(2);
   console.log(
-    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${RESULTS ? ', with results' : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
+    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${RESULTS ? ', with results' : ''}${EVENTS ? `, events notified (${heard} notifications heard)` : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
   );
   console.log(
     `  claim ${((claimMs * 1000) / JOBS).toFixed(1)} us a job, completion ${((completeMs * 1000) / JOBS).toFixed(1)} us a job (wall, round trips included)`,
@@ -176,6 +195,7 @@ try {
     );
   if (args.includes('--plans') && plans) for (const p of plans) console.log(`\n${p}`);
 } finally {
+  await listener?.end();
   await client.end();
   await db.drop();
   await server.stop();

@@ -23,6 +23,7 @@ export function settings({ concurrency }) {
   // An experiment's overrides are printed with the settings: numbers measured with them are not the defaults'.
   if (Object.keys(override).length) s.workerOverride = override;
   if (Object.keys(moduleOverride).length) s.moduleOverride = moduleOverride;
+  if (listen) s.listening = 'a connection per worker process listens to the job events';
   return s;
 }
 
@@ -75,9 +76,27 @@ async function boot(url, worker, handle) {
 const override = JSON.parse(process.env.STAMPEDED_BENCH_WORKER ?? '{}');
 const moduleOverride = JSON.parse(process.env.STAMPEDED_BENCH_MODULE ?? '{}');
 
+// For experiments only: STAMPEDED_BENCH_LISTEN=1 gives each worker process a
+// connection that listens to the job events, as an API process with
+// @OnJobEvent does, so that the workers notify them (events: 'fleet').
+const listen = process.env.STAMPEDED_BENCH_LISTEN === '1';
+
 export async function startWorker(url, { concurrency, queues, handle }) {
+  let listener;
+  if (listen) {
+    listener = new pg.Client({ connectionString: url });
+    await listener.connect();
+    listener.on('notification', () => {});
+    await listener.query(`SELECT pg_advisory_lock_shared(hashtextextended('stampeded.events.public', 0))`);
+    await listener.query(`LISTEN "public.stampeded_events"`);
+  }
   const app = await boot(url, { concurrency, queues, ...override }, handle);
-  return { stop: () => app.close() };
+  return {
+    stop: async () => {
+      await app.close();
+      await listener?.end();
+    },
+  };
 }
 
 export async function openProducer(url) {

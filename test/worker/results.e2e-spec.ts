@@ -115,7 +115,7 @@ describe('stored results', () => {
   it("stores nothing for a task with storeResult: false, whose result still reaches its process's completed event", async () => {
     const completed = firstValueFrom(
       worker.get(QueueService).events$.pipe(
-        filter((e) => e.type === 'completed' && e.job.task === 'secret'),
+        filter((e) => e.type === 'completed' && e.task === 'secret'),
         take(1),
       ),
     );

@@ -1,7 +1,17 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { firstValueFrom, filter, take, toArray } from 'rxjs';
 import type pg from 'pg';
-import { OnJobEvent, QueueService, RetryAfterError, Task, UnrecoverableError, type JobContext, type JobEvent, type TaskHandler } from '@stampeded/nestjs';
+import {
+  OnJobEvent,
+  QueueService,
+  RetryAfterError,
+  Task,
+  UnrecoverableError,
+  type JobContext,
+  type JobEvent,
+  type LocalJobEvent,
+  type TaskHandler,
+} from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 
@@ -135,7 +145,7 @@ describe('worker', () => {
   it('runs jobs and records completion, and tells events$ and @OnJobEvent', async () => {
     const completed = firstValueFrom(
       queue.events$.pipe(
-        filter((e) => e.type === 'completed' && e.job.task === 'ok'),
+        filter((e) => e.type === 'completed' && e.task === 'ok'),
         take(3),
         toArray(),
       ),
@@ -144,13 +154,13 @@ describe('worker', () => {
     const events = await completed;
     expect(events.map((e) => e.result)).toEqual(expect.arrayContaining([{ doubled: 2 }, { doubled: 4 }, { doubled: 6 }]));
     for (const id of ids) expect(await job(id)).toMatchObject({ state: 'completed', attempt: 1, claimed_by: null });
-    expect(app.get(EventSink).events.filter((e) => ids.includes(e.job.id))).toHaveLength(3);
+    expect(app.get(EventSink).events.filter((e) => ids.includes(e.jobId))).toHaveLength(3);
   });
 
   it('hands the handler a context that shows the job and nothing of the worker, and reports the claimed job as stored', async () => {
     const completed = firstValueFrom(
       queue.events$.pipe(
-        filter((e) => e.type === 'completed' && e.job.task === 'introspect'),
+        filter((e): e is LocalJobEvent => e.origin === 'local' && e.type === 'completed' && e.task === 'introspect'),
         take(1),
       ),
     );

@@ -20,7 +20,7 @@ export class DemoRunner {
     this.tally.set(event.type, (this.tally.get(event.type) ?? 0) + 1);
     if (event.type !== 'completed') {
       const why = event.error ? `: ${event.error.split('\n')[0]}` : '';
-      this.logger.log(`${event.type.padEnd(9)} ${event.job.task} #${event.job.id.slice(-6)} attempt ${event.job.attempt}${why}`);
+      this.logger.log(`${event.type.padEnd(9)} ${event.task} #${event.jobId.slice(-6)} attempt ${event.attempt}${why}`);
     }
   }
 
@@ -41,7 +41,7 @@ export class DemoRunner {
     // Cancel the long report once it is under way.
     await firstValueFrom(
       this.queue.events$.pipe(
-        filter((e) => e.type === 'active' && e.job.id === report.id),
+        filter((e) => e.type === 'active' && e.jobId === report.id),
         take(1),
       ),
     );

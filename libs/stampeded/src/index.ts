@@ -49,7 +49,7 @@ export type {
 } from './interfaces/task.interface.js';
 export type { RetryPolicy, RetryDecision, FailedAttempt, RetryableFailureKind } from './interfaces/retry-policy.interface.js';
 export type { StandardSchemaV1, StandardSchemaResult, ArgsIssue, ArgsValidateHook, ArgsValidateAnswer } from './interfaces/validation.interface.js';
-export type { JobEvent, JobEventType } from './interfaces/job-event.interface.js';
+export type { JobEvent, JobEventType, LocalJobEvent, FleetJobEvent } from './interfaces/job-event.interface.js';
 export type {
   StampededModuleOptions,
   StampededModuleAsyncOptions,

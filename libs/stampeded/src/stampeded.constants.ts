@@ -6,6 +6,8 @@ export const TASK_METADATA = 'stampeded:task';
 export const ON_JOB_EVENT_METADATA = 'stampeded:on-job-event';
 /** The queue a job goes to when neither its task nor its enqueue names one. */
 export const DEFAULT_QUEUE = 'default';
+/** Whether an app hears other processes' job events, and its workers send theirs, when its options do not say. */
+export const DEFAULT_EVENTS: 'fleet' | 'local' = 'fleet';
 /** The key of `meta` that this runtime owns; other runtimes' keys are never written. */
 export const RUNTIME_META_KEY = 'nestjs';
 

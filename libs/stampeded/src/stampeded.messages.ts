@@ -81,6 +81,9 @@ export const INVALID_RETRY_DECISION = (task: string, jobId: string, got: unknown
   `the retry policy of task "${task}" answered ${inspect(got, { depth: 2, breakLength: Infinity })} for job ${jobId}; the default backoff decides instead. ` +
   `Return { retry: true, delayMs } with delayMs a finite number of milliseconds, 0 or more, or { retry: false }.`;
 
+export const INVALID_EVENTS_OPTION = (where: string, got: unknown) =>
+  `${where}: events must be 'fleet' (job events of every process of the fleet) or 'local' (only this app's own workers'), got ${inspect(got, { breakLength: Infinity })}.`;
+
 export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
 
 export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: string) =>

@@ -25,7 +25,7 @@ import { StampededDatabase } from './database/stampeded-database.js';
 import { NotificationListener } from './database/notification-listener.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
-import { RENAMED_OPTION } from './stampeded.messages.js';
+import { INVALID_EVENTS_OPTION, RENAMED_OPTION } from './stampeded.messages.js';
 import type {
   RegisterQueueOptions,
   StampededModuleAsyncOptions,
@@ -71,6 +71,7 @@ const OPTION_NAMES = [
   'clock',
   'control',
   'tracing',
+  'events',
 ];
 /** Options renamed before 1.0, each with what to use instead. */
 const RENAMED_OPTIONS: Record<string, string> = { flow: 'control' };
@@ -109,6 +110,9 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
     if (value !== undefined && (!Number.isInteger(value) || (value as number) < 0)) {
       throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 0 or more${key === 'prefetch' ? " or 'auto'" : ''}, got ${value}.`);
     }
+  }
+  if (options.events !== undefined && options.events !== 'fleet' && options.events !== 'local') {
+    throw new StampededConfigError(INVALID_EVENTS_OPTION(where, options.events));
   }
   if (options.migrations !== undefined && options.migrations !== 'auto' && options.migrations !== 'none') {
     throw new StampededConfigError(`${where}: migrations must be 'auto' or 'none', got ${JSON.stringify(options.migrations)}.`);

@@ -1,7 +1,7 @@
 import { Controller, Get, Header, Inject, Module, Res, type DynamicModule, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { QueueService } from '@stampeded/nestjs';
+import { JobEvents } from '@stampeded/nestjs';
 import { StampededDatabase } from '@stampeded/nestjs/internal';
 import { StampededMetrics } from './stampeded-metrics.js';
 
@@ -22,11 +22,11 @@ export const PROM_CLIENT_MISSING = () =>
 class MetricsLifecycle implements OnModuleInit, OnModuleDestroy {
   constructor(
     @Inject(METRICS) private readonly metrics: StampededMetrics,
-    @Inject(QueueService) private readonly queue: QueueService,
+    @Inject(JobEvents) private readonly events: JobEvents,
   ) {}
 
   onModuleInit(): void {
-    this.metrics.observe(this.queue);
+    this.metrics.observe(this.events);
   }
 
   onModuleDestroy(): void {

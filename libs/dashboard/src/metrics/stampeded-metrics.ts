@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
-import type { JobEvent, QueueService } from '@stampeded/nestjs';
+import type { JobEvents, LocalJobEvent } from '@stampeded/nestjs';
 import type { StampededDatabase } from '@stampeded/nestjs/internal';
 import { METRIC_BREAKERS, METRIC_COUNTS, METRIC_VERDICTS } from '../sql/metrics.sql.js';
 
@@ -123,9 +123,12 @@ export class StampededMetrics {
     });
   }
 
-  /** Starts counting this process's job events. */
-  observe(queue: Pick<QueueService, 'events$'>): void {
-    this.subscription = queue.events$.subscribe((event) => this.record(event));
+  /**
+   * Starts counting this process's job events: those of the jobs its own
+   * workers run, so that a fleet's metrics add up across its processes.
+   */
+  observe(events: Pick<JobEvents, 'local$'>): void {
+    this.subscription = events.local$.subscribe((event) => this.record(event));
   }
 
   stop(): void {
@@ -139,9 +142,9 @@ export class StampededMetrics {
     if (ms !== undefined) this.duration.observe(labels, ms / 1000);
   }
 
-  private record(event: JobEvent): void {
-    const labels = { queue: event.job.queue, task: event.job.task };
-    const attempt = `${event.job.id}:${event.job.attempt}`;
+  private record(event: LocalJobEvent): void {
+    const labels = { queue: event.queue, task: event.task };
+    const attempt = `${event.jobId}:${event.attempt}`;
     switch (event.type) {
       case 'active': {
         this.started.set(attempt, Date.now());

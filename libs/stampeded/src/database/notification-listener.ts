@@ -1,11 +1,17 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type pg from 'pg';
 import { StampededDatabase } from './stampeded-database.js';
-import { listenTo, unlistenFrom } from '../sql/notifications.sql.js';
+import { HOLD_SHARED_LOCK, RELEASE_SHARED_LOCK, listenTo, unlistenFrom } from '../sql/notifications.sql.js';
 
 export interface ListenerSubscription {
   /** Each channel's handler, called with the notification's payload. */
   channels: Readonly<Record<string, (payload: string) => void>>;
+  /**
+   * An advisory lock key (text) that the connection holds, shared, while
+   * this subscription lasts: others count its holders to know whether anyone
+   * listens. A connection that drops releases it.
+   */
+  sharedLock?: string;
   /** Listening, first or again after a reconnect: notifications sent meanwhile were missed. */
   onConnected?(): void;
 }
@@ -26,6 +32,8 @@ export class NotificationListener implements OnApplicationShutdown {
   private client?: pg.Client;
   /** The channels LISTENed on `client`. */
   private listening = new Set<string>();
+  /** The shared advisory locks `client` holds. */
+  private locks = new Set<string>();
   /** LISTENs and UNLISTENs, one after the other, so that the set above stays true. */
   private syncing: Promise<void> = Promise.resolve();
   private connecting?: Promise<void>;
@@ -38,6 +46,11 @@ export class NotificationListener implements OnApplicationShutdown {
   /** Whether the connection is up and LISTENs on the channel. */
   isListening(channel: string): boolean {
     return this.client !== undefined && this.listening.has(channel);
+  }
+
+  /** Whether the connection is up and holds the shared lock. */
+  holds(lock: string): boolean {
+    return this.client !== undefined && this.locks.has(lock);
   }
 
   /**
@@ -64,10 +77,14 @@ export class NotificationListener implements OnApplicationShutdown {
     return unsubscribe;
   }
 
-  private wanted(): Set<string> {
+  private wanted(): { channels: Set<string>; locks: Set<string> } {
     const channels = new Set<string>();
-    for (const s of this.subscriptions) for (const c of Object.keys(s.channels)) channels.add(c);
-    return channels;
+    const locks = new Set<string>();
+    for (const s of this.subscriptions) {
+      for (const c of Object.keys(s.channels)) channels.add(c);
+      if (s.sharedLock !== undefined) locks.add(s.sharedLock);
+    }
+    return { channels, locks };
   }
 
   private async connect(): Promise<void> {
@@ -75,6 +92,7 @@ export class NotificationListener implements OnApplicationShutdown {
     const client = this.db.newClient();
     this.client = client;
     this.listening = new Set();
+    this.locks = new Set();
     client.on('notification', (message) => {
       if (message.payload === undefined) return;
       for (const s of this.subscriptions) s.channels[message.channel]?.(message.payload);
@@ -93,19 +111,33 @@ export class NotificationListener implements OnApplicationShutdown {
     }
   }
 
-  /** LISTENs to the channels a subscription wants and UNLISTENs from those none wants any more. */
+  /**
+   * Takes the locks and LISTENs to the channels that a subscription wants,
+   * and lets go of those none wants any more: locks first, so that whoever
+   * counts them finds a listener no later than it hears.
+   */
   private sync(): Promise<void> {
     const run = async () => {
       const client = this.client;
       if (!client) return;
       const wanted = this.wanted();
-      const add = [...wanted].filter((c) => !this.listening.has(c));
-      const drop = [...this.listening].filter((c) => !wanted.has(c));
+      for (const lock of wanted.locks) {
+        if (this.locks.has(lock)) continue;
+        await client.query(HOLD_SHARED_LOCK, [lock]);
+        if (client === this.client) this.locks.add(lock);
+      }
+      const add = [...wanted.channels].filter((c) => !this.listening.has(c));
+      const drop = [...this.listening].filter((c) => !wanted.channels.has(c));
       if (add.length) await client.query(listenTo(add));
       if (drop.length) await client.query(unlistenFrom(drop));
       if (client !== this.client) return;
       for (const c of add) this.listening.add(c);
       for (const c of drop) this.listening.delete(c);
+      for (const lock of [...this.locks]) {
+        if (wanted.locks.has(lock)) continue;
+        await client.query(RELEASE_SHARED_LOCK, [lock]);
+        this.locks.delete(lock);
+      }
     };
     // A failed LISTEN is the connection failing: its 'error' or 'end' reconnects.
     const next = this.syncing.then(run, run);
@@ -117,6 +149,7 @@ export class NotificationListener implements OnApplicationShutdown {
     if (this.stopped || client !== this.client || this.reconnectTimer) return;
     this.client = undefined;
     this.listening = new Set();
+    this.locks = new Set();
     client.end().catch(() => {});
     this.failures++;
     const delay = Math.min(30_000, 250 * 2 ** Math.min(this.failures, 7));

@@ -20,15 +20,48 @@ export type JobEventType =
   /** A running handler's progress was written (at most once a second per job): `progress` holds it. */
   | 'progress';
 
-export interface JobEvent {
+/** What every job event says, whichever process ran the job. */
+interface JobEventFields {
   type: JobEventType;
-  job: Job;
-  workerId: string;
-  error?: string;
+  jobId: string;
+  queue: string;
+  task: string;
+  /** The attempt the event is about. */
+  attempt: number;
+  /** The worker that ran the attempt; for `cancelled`, the one that held the job, null when none did. */
+  workerId: string | null;
   failureKind?: FailureKind;
   retryDelayMs?: number;
   deadLettered?: boolean;
+}
+
+/** An event of a job that a worker of this process ran: the job as it was claimed, and what only that worker knows. */
+export interface LocalJobEvent extends JobEventFields {
+  origin: 'local';
+  job: Job;
+  workerId: string;
+  error?: string;
   durationMs?: number;
+  /** The handler's return value, as it returned it (`completed`). */
   result?: unknown;
+  /** The progress written (`progress`). */
   progress?: JobProgress;
 }
+
+/**
+ * An event of a job that another process of the fleet ran (`events: 'fleet'`):
+ * what its notification holds. The job itself, its error and its result are
+ * read on demand: `queue.getJob(event.jobId)`.
+ */
+export interface FleetJobEvent extends JobEventFields {
+  origin: 'fleet';
+  type: 'completed' | 'failed' | 'retrying' | 'discarded' | 'cancelled';
+  job?: undefined;
+  error?: undefined;
+  durationMs?: undefined;
+  result?: undefined;
+  progress?: undefined;
+}
+
+/** A job event; `origin` says whether this process ran the job (`job`, `error` and `result` are then set). */
+export type JobEvent = LocalJobEvent | FleetJobEvent;

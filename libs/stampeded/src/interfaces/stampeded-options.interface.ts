@@ -73,6 +73,15 @@ export interface StampededModuleOptions {
   /** Queue control: the planner, fair shares per tenant, circuit breakers per destination. See docs/queue-control.md. */
   control?: ControlOptions;
   /**
+   * Which job events `events$` and `@OnJobEvent` receive. `'fleet'` (the
+   * default): those of every process of the fleet (same schema), heard
+   * through LISTEN/NOTIFY, and this app's workers send theirs; `'local'`:
+   * only those of the jobs this app's own workers run, and its workers send
+   * nothing. Give every process of a fleet the same setting: a process hears
+   * only the workers that send. See docs/tasks.md (Events).
+   */
+  events?: 'fleet' | 'local';
+  /**
    * OpenTelemetry spans for enqueues and executions. Default: on when
    * @opentelemetry/api is installed, off otherwise; `false` turns them off;
    * `true` or an object asks for them, and a missing package fails the startup.

@@ -12,9 +12,10 @@ import { QueueRegistry } from './queue.registry.js';
 import { buildJobRow, validateTaskName, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
-import { CANCEL, ENQUEUE, ENQUEUE_ONE, ENQUEUE_ONE_KEYS, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
+import { CANCEL, CANCEL_NOTIFY, ENQUEUE, ENQUEUE_ONE, ENQUEUE_ONE_KEYS, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
 import { UuidV7Source } from './uuidv7.js';
 import { COUNTS } from '../sql/queues.sql.js';
+import { eventsChannel } from '../sql/notifications.sql.js';
 import { JOB_TRACER } from '../tracing/tracing.provider.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
 import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interfaces/job.interface.js';
@@ -98,7 +99,11 @@ export class QueueService implements OnApplicationBootstrap {
     ]);
   }
 
-  /** Every job event this process sees: completed, failed, retrying, discarded, cancelled, ... */
+  /**
+   * Every job event this app sees: completed, failed, retrying, discarded,
+   * cancelled, ... of its own workers' jobs and, with `events: 'fleet'`, of
+   * every process's (see JobEvents).
+   */
   get events$(): Observable<JobEvent> {
     return this.jobEvents.events$;
   }
@@ -184,7 +189,9 @@ export class QueueService implements OnApplicationBootstrap {
    */
   async cancel(id: string, options: { queue?: string } = {}): Promise<CancelResult> {
     this.assertUuid('cancel()', id);
-    const [row] = await this.db.query<{ was: JobState; now_state: JobState }>(CANCEL, [id, options.queue ?? null]);
+    const [row] = this.jobEvents.fleetWide
+      ? await this.db.query<{ was: JobState; now_state: JobState }>(CANCEL_NOTIFY, [id, options.queue ?? null, eventsChannel(this.db.schema)])
+      : await this.db.query<{ was: JobState; now_state: JobState }>(CANCEL, [id, options.queue ?? null]);
     if (!row) throw new InvalidJobError(JOB_NOT_FOUND(id));
     return { id, cancelled: row.now_state === 'cancelled' && row.was !== 'cancelled', previousState: row.was };
   }

@@ -189,13 +189,69 @@ export const CLAIM_BATCH = sql(
      CASE WHEN $5::float8 IS NULL THEN '-infinity'::timestamptz ELSE to_timestamp($5::float8 / 1000) END)`,
 );
 
-/** $5: the jobs' results as a jsonb[] literal, or NULL when none of the batch has one (see completionArrays). */
-export const COMPLETE_MANY = sql(
-  'stampeded_complete_many',
-  `SELECT id::text AS id FROM stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[], $5::jsonb[])`,
+/**
+ * The worker's batched completion, functions/stampeded_complete_many.sql. $5:
+ * the jobs' results as a jsonb[] literal, or NULL when none of the batch has
+ * one (see completionArrays).
+ */
+const COMPLETE_MANY_CALL = `stampeded_complete_many($1, $2::text[], $3::uuid[], $4::smallint[], $5::jsonb[])`;
+
+export const COMPLETE_MANY = sql('stampeded_complete_many', `SELECT id::text AS id FROM ${COMPLETE_MANY_CALL}`);
+
+/**
+ * The job events other processes hear (`events: 'fleet'`), sent by the
+ * statement that records the outcome: in its transaction, so that an event
+ * is sent for what committed and only for that, and an outcome that commits
+ * is heard unless a listener's connection is down at the time. The payload
+ * is what events/event-notification.ts reads: the jobs of one queue and task,
+ * a hundred at most, so that it stays under PostgreSQL's 8,000 bytes (a job
+ * takes under 50 bytes; a queue or task name is sent when it takes 1,000
+ * bytes or less as JSON, and read from the table otherwise).
+ */
+const EVENT_NAME = (value: string) => `CASE WHEN octet_length(to_json(${value})::text) <= 1000 THEN ${value} END`;
+const JOBS_PER_NOTIFICATION = 100;
+
+/**
+ * COMPLETE_MANY, and one NOTIFY on the channel $7 per hundred completed jobs
+ * of a queue and task ($6: the tasks, in the order of $3): a batch of one
+ * task is a few notifications, not one per job. Answers the completed ids,
+ * and a NULL per notification. The payload is written as text, grouped by
+ * position in the batch rather than sorted: json_agg and a window over the
+ * batch cost twice as much (bench/RESULTS.md, "Job events across processes").
+ */
+export const COMPLETE_MANY_NOTIFY = sql(
+  'stampeded_complete_many_notify',
+  `
+WITH done AS MATERIALIZED (
+    SELECT c.id, c.queue FROM ${COMPLETE_MANY_CALL} c
+)
+SELECT d.id::text AS id FROM done d
+UNION ALL
+SELECT NULL FROM (
+    SELECT pg_notify($7, '{"w":"' || $1::uuid || '","t":"completed","q":' || coalesce(to_json(${EVENT_NAME('e.queue')})::text, 'null')
+                         || ',"k":' || coalesce(to_json(${EVENT_NAME('e.task')})::text, 'null')
+                         || ',"j":[' || string_agg('["' || e.id::text || '",' || e.attempt::text || ']', ',') || ']}')
+      FROM (SELECT d.queue, o.task, d.id, o.attempt, (o.ord - 1) / ${JOBS_PER_NOTIFICATION} AS chunk
+              FROM done d
+              JOIN unnest($3::uuid[], $4::smallint[], $6::text[]) WITH ORDINALITY AS o(id, attempt, task, ord) ON o.id = d.id) e
+     GROUP BY e.queue, e.task, e.chunk
+) n`,
 );
 
 export const FAIL = sql('stampeded_fail', `SELECT was, now_state, dead_lettered FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8)`);
+
+/** FAIL, and its NOTIFY on the channel $10 when it was recorded ($9: the job's task). */
+export const FAIL_NOTIFY = sql(
+  'stampeded_fail_notify',
+  `
+SELECT f.was, f.now_state, f.dead_lettered,
+       pg_notify($10, json_build_object(
+           'w', $3::uuid, 't', CASE f.now_state WHEN 'retryable' THEN 'retrying' ELSE 'discarded' END,
+           'q', ${EVENT_NAME('$1::text')}, 'k', ${EVENT_NAME('$9::text')},
+           'j', json_build_array(json_build_array($2::uuid, $4::smallint)),
+           'f', $5::text, 'd', $7::bigint, 'l', f.dead_lettered)::text) AS notified
+  FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8) f`,
+);
 
 export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stampeded_release($1, $2, $3, $4)`);
 
@@ -207,11 +263,33 @@ export const CHECKPOINT = sql('stampeded_checkpoint', `SELECT stampeded_checkpoi
 
 export const CANCEL = sql('stampeded_cancel', `SELECT was, now_state, queue, worker_id FROM stampeded_cancel($1, $2)`);
 
+/**
+ * CANCEL, and its NOTIFY on the channel $3 when this call cancelled the job.
+ * The job's task and attempt, which a cancel leaves as they were, are read
+ * from the statement's snapshot.
+ */
+export const CANCEL_NOTIFY = sql(
+  'stampeded_cancel_notify',
+  `
+SELECT c.was, c.now_state, c.queue, c.worker_id,
+       CASE WHEN c.now_state = 'cancelled' AND c.was NOT IN ('completed', 'discarded', 'cancelled') THEN (
+           SELECT pg_notify($3, json_build_object(
+                      'w', c.worker_id, 't', 'cancelled', 'q', ${EVENT_NAME('j.queue')}, 'k', ${EVENT_NAME('j.task')},
+                      'j', json_build_array(json_build_array(j.id, j.attempt)))::text)
+             FROM stampeded_jobs j
+            WHERE j.queue = c.queue AND j.id = $1::uuid)
+       END AS notified
+  FROM stampeded_cancel($1, $2) c`,
+);
+
 export const RETRY = sql('stampeded_retry', `SELECT was, now_state, queue FROM stampeded_retry($1, $2)`);
 
 export const GET_JOB = sql('stampeded_get_job', `SELECT * FROM stampeded_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2)`);
 
 export const GET_JOBS = sql('stampeded_get_jobs', `SELECT * FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);
+
+/** The queue and task of jobs whose event notification left them out (too long to send). */
+export const EVENT_JOB_NAMES = sql('stampeded_event_job_names', `SELECT id::text AS id, queue, task FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);
 
 /**
  * The defaults of the job columns an enqueue fills when the job does not set

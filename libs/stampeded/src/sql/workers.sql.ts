@@ -1,12 +1,22 @@
 import { sql } from './statement.js';
+import { lockHolders } from './notifications.sql.js';
 
 export const REGISTER_WORKER = sql(
   'stampeded_register_worker',
   `INSERT INTO stampeded_workers (hostname, pid, queues, metadata) VALUES ($1, $2, $3, $4::jsonb) RETURNING id::text AS id`,
 );
 
-/** Answers whether the row is still there: the reaper deletes the rows of workers it declared dead. */
-export const HEARTBEAT = sql('stampeded_worker_heartbeat', `UPDATE stampeded_workers SET last_heartbeat = now() WHERE id = $1 RETURNING id`);
+/**
+ * Answers whether the row is still there (the reaper deletes the rows of
+ * workers it declared dead), and how many connections listen to the job
+ * events ($2: their lock's key, NULL when this app sends none): the worker
+ * notifies them only while there are some.
+ */
+export const HEARTBEAT = sql(
+  'stampeded_worker_heartbeat',
+  `UPDATE stampeded_workers SET last_heartbeat = now() WHERE id = $1
+   RETURNING id, ${lockHolders('$2')} AS event_listeners`,
+);
 
 /** A worker whose row was reaped while it lived comes back under the same id. */
 export const REREGISTER_WORKER = sql(

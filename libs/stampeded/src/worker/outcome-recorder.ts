@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
-import { COMPLETE_MANY, FAIL, RELEASE } from '../sql/jobs.sql.js';
+import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, FAIL, FAIL_NOTIFY, RELEASE } from '../sql/jobs.sql.js';
 import type { FailureKind, Job, JobState } from '../interfaces/job.interface.js';
 
 export interface FailureRecord {
@@ -44,10 +44,17 @@ export class OutcomeRecorder {
   private flushing?: Promise<void>;
   private readonly inFlight = new Set<Promise<unknown>>();
 
+  /**
+   * @param eventsChannel where the fleet hears of the outcomes, asked at each
+   *   statement: while it answers a channel, the completion and the failure
+   *   statements notify it, in their transaction (COMPLETE_MANY_NOTIFY);
+   *   while it answers undefined (nobody listens), they notify nothing.
+   */
   constructor(
     private readonly db: StampededDatabase,
     private readonly workerId: string,
     private readonly batchSize: number,
+    private readonly eventsChannel: () => string | undefined = () => undefined,
   ) {}
 
   /**
@@ -69,7 +76,13 @@ export class OutcomeRecorder {
       while (this.pending.length) {
         const batch = this.pending.splice(0, this.batchSize);
         try {
-          const rows = await this.persist(() => this.db.query<{ id: string }>(COMPLETE_MANY, [this.workerId, ...completionArrays(batch)]));
+          const arrays = completionArrays(batch);
+          const channel = this.eventsChannel();
+          const rows = await this.persist(() =>
+            channel === undefined
+              ? this.db.query<{ id: string }>(COMPLETE_MANY, [this.workerId, ...arrays])
+              : this.db.query<{ id: string | null }>(COMPLETE_MANY_NOTIFY, [this.workerId, ...arrays, taskArray(batch), channel]),
+          );
           const done = new Set(rows.map((r) => r.id));
           for (const p of batch) p.resolve(done.has(p.job.id));
         } catch (err) {
@@ -83,8 +96,8 @@ export class OutcomeRecorder {
 
   async fail(job: Job, failure: FailureRecord): Promise<FailureResult> {
     const rows = await this.track(
-      this.persist(() =>
-        this.db.query<{ was: JobState; now_state: JobState; dead_lettered: boolean }>(FAIL, [
+      this.persist(() => {
+        const values = [
           job.queue,
           job.id,
           this.workerId,
@@ -93,8 +106,13 @@ export class OutcomeRecorder {
           failure.error,
           failure.retryDelayMs === null ? null : Math.round(failure.retryDelayMs),
           failure.exitStatus ?? null,
-        ]),
-      ),
+        ];
+        const channel = this.eventsChannel();
+        return this.db.query<{ was: JobState; now_state: JobState; dead_lettered: boolean }>(
+          channel === undefined ? FAIL : FAIL_NOTIFY,
+          channel === undefined ? values : [...values, job.task, channel],
+        );
+      }),
     );
     if (!rows.length) return { owned: false };
     return { owned: true, state: rows[0].now_state, deadLettered: rows[0].dead_lettered };
@@ -190,4 +208,17 @@ export function completionArrays(
 /** One element of an array literal, double-quoted, its quotes and backslashes escaped. */
 function quoteElement(text: string): string {
   return `"${text.replace(/[\\"]/g, '\\$&')}"`;
+}
+
+/** The batch's tasks as an array literal, for COMPLETE_MANY_NOTIFY: quoted once per task, as completionArrays quotes queues. */
+export function taskArray(batch: readonly { job: Job }[]): string {
+  const quoted = new Map<string, string>();
+  const tasks = new Array<string>(batch.length);
+  for (let i = 0; i < batch.length; i++) {
+    const { task } = batch[i].job;
+    let t = quoted.get(task);
+    if (t === undefined) quoted.set(task, (t = quoteElement(task)));
+    tasks[i] = t;
+  }
+  return `{${tasks.join(',')}}`;
 }

@@ -1,7 +1,13 @@
 import { Logger } from '@nestjs/common';
 import { hostname } from 'node:os';
 import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { FleetListeners } from './fleet-listeners.js';
 import { DEREGISTER_WORKER, HEARTBEAT, OWNED_JOBS, REGISTER_WORKER, REREGISTER_WORKER } from '../sql/workers.sql.js';
+
+interface LostHeartbeat {
+  afterMs: number;
+  onLost(reason: string): void;
+}
 
 /** The worker's row in stampeded_workers: registered at start, heartbeated, removed at a clean stop. */
 export class WorkerRegistration {
@@ -28,16 +34,19 @@ export class WorkerRegistration {
    * Heartbeats every `intervalMs`. `onLost` is told, once per episode, when
    * the heartbeat has failed for `lostAfterMs` (the reaper may be about to
    * give this worker's jobs away) or found the row reaped; a reaped row is
-   * put back, so that the worker goes on under its own id.
+   * put back, so that the worker goes on under its own id. `listeners`, when
+   * given, hears how many connections held the job events' lock at each beat.
    */
-  startHeartbeat(intervalMs: number, lost?: { afterMs: number; onLost(reason: string): void }): void {
+  startHeartbeat(intervalMs: number, lost?: LostHeartbeat, listeners?: FleetListeners): void {
     this.lastAlive = Date.now();
-    this.timer = setInterval(() => void this.beat(lost), intervalMs);
+    this.timer = setInterval(() => void this.beat(lost, listeners), intervalMs);
   }
 
-  private async beat(lost?: { afterMs: number; onLost(reason: string): void }): Promise<void> {
+  private async beat(lost?: LostHeartbeat, listeners?: FleetListeners): Promise<void> {
     try {
-      const rows = await this.db.query(HEARTBEAT, [this.workerId]);
+      const askedAt = Date.now();
+      const rows = await this.db.query<{ id: string; event_listeners: number }>(HEARTBEAT, [this.workerId, listeners?.lock ?? null]);
+      if (rows.length) listeners?.counted(rows[0].event_listeners, askedAt);
       if (rows.length === 0) {
         lost?.onLost(`worker ${this.workerId} was declared dead by the reaper while it ran (a stall longer than the reaper's threshold)`);
         await this.db.query(REREGISTER_WORKER, [this.workerId, hostname(), process.pid, this.queues, JSON.stringify(this.metadata)]);

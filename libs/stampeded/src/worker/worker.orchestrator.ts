@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { STAMPEDED_OPTIONS, DEFAULT_QUEUE } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
-import { CLAIM_BATCH, COMPLETE_MANY } from '../sql/jobs.sql.js';
+import { CLAIM_BATCH, COMPLETE_MANY, COMPLETE_MANY_NOTIFY } from '../sql/jobs.sql.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { JobEvents } from '../events/job-events.js';
@@ -9,7 +9,8 @@ import { ProcessTaskRunner } from '../isolation/process-task.runner.js';
 import { QueueControlService } from '../control/queue-control.service.js';
 import type { ControlGate } from '../control/control.gate.js';
 import { NotificationListener } from '../database/notification-listener.js';
-import { cancelChannel, insertChannel } from '../sql/notifications.sql.js';
+import { cancelChannel, eventsChannel, insertChannel, listeningChannel } from '../sql/notifications.sql.js';
+import { FleetListeners } from './fleet-listeners.js';
 import { WorkerRegistration } from './worker-registration.js';
 import { resolveMaintenanceConfig } from '../maintenance/maintenance.config.js';
 import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
@@ -51,6 +52,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
   private registration?: WorkerRegistration;
   private unlisten?: () => Promise<void>;
   private readonly processRunner = new ProcessTaskRunner();
+  private readonly fleetListeners: FleetListeners;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -61,7 +63,9 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     private readonly control: QueueControlService,
     private readonly listener: NotificationListener,
     @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
-  ) {}
+  ) {
+    this.fleetListeners = new FleetListeners(db, events);
+  }
 
   /** The queues this process claims from. */
   workedQueues(): string[] {
@@ -90,21 +94,30 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       channels: {
         [insertChannel(this.db.schema)]: (queue) => this.worker?.wake(queue),
         [cancelChannel(this.db.schema)]: (jobId) => this.worker?.cancelled(jobId),
+        ...(this.events.fleetWide ? { [listeningChannel(this.db.schema)]: (app: string) => this.fleetListeners.announced(app) } : {}),
       },
       onConnected: () => this.worker?.wake(),
     });
+    await this.fleetListeners.refresh();
     // Half the reaper's threshold: this worker stops its jobs before the
     // reaper can hand them to another, so that no job runs twice at once.
     const reapAfterMs = resolveMaintenanceConfig(this.options.maintenance, options.heartbeatIntervalMs).reapDeadAfterMs;
-    this.registration.startHeartbeat(options.heartbeatIntervalMs ?? 5000, {
-      afterMs: Math.max(reapAfterMs / 2, 2 * (options.heartbeatIntervalMs ?? 5000)),
-      onLost: (reason) => void this.worker?.heartbeatLost(reason),
-    });
+    this.registration.startHeartbeat(
+      options.heartbeatIntervalMs ?? 5000,
+      {
+        afterMs: Math.max(reapAfterMs / 2, 2 * (options.heartbeatIntervalMs ?? 5000)),
+        onLost: (reason) => void this.worker?.heartbeatLost(reason),
+      },
+      this.fleetListeners,
+    );
     // The claim and the completion prepared on the connections the first
     // jobs will take: a claim of nothing and a completion of nothing.
     await this.db.warm([
       { statement: CLAIM_BATCH, values: [queues[0], this.registration.workerId, 0, null, null] },
-      { statement: COMPLETE_MANY, values: [this.registration.workerId, '{}', '{}', '{}'] },
+      { statement: COMPLETE_MANY, values: [this.registration.workerId, '{}', '{}', '{}', null] },
+      ...(this.events.fleetWide
+        ? [{ statement: COMPLETE_MANY_NOTIFY, values: [this.registration.workerId, '{}', '{}', '{}', null, '{}', eventsChannel(this.db.schema)] }]
+        : []),
     ]);
     this.worker.start();
     this.logger.log(`worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`);
@@ -129,6 +142,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       ),
       control,
       tracer: this.tracer ?? undefined,
+      eventsChannel: () => this.fleetListeners.channel(),
     };
     return new Worker(this.db, this.tasks, this.events, config, this.processRunner);
   }
@@ -156,6 +170,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     const result: DrainResult = { completed: 0, retrying: 0, discarded: 0, cancelled: 0, lost: 0, released: 0, jobs: [] };
     if (!queues.length) return result;
     const registration = await WorkerRegistration.register(this.db, queues, { drain: true });
+    if (!this.worker) await this.fleetListeners.refresh();
     const worker = this.createWorker(registration.workerId, queues);
     const maxJobs = options.maxJobs ?? 10_000;
     // Far enough ahead for any backoff or runAt, near enough to stay a timestamp.

@@ -13,6 +13,8 @@ export type { RunOutcome } from './job-executor.js';
 
 export interface WorkerConfig extends ProducerConfig, ExecutorConfig {
   completionBatchSize: number;
+  /** The channel to notify the fleet of outcomes on, asked at each outcome; undefined while nobody listens. */
+  eventsChannel?: () => string | undefined;
 }
 
 /**
@@ -35,7 +37,7 @@ export class Worker {
     private readonly config: WorkerConfig,
     processRunner?: ProcessTaskRunner,
   ) {
-    this.recorder = new OutcomeRecorder(db, config.workerId, config.completionBatchSize);
+    this.recorder = new OutcomeRecorder(db, config.workerId, config.completionBatchSize, config.eventsChannel);
     this.events = new WorkerEvents(events, config.workerId, config.tracer);
     this.executor = new JobExecutor(db, tasks, this.recorder, this.events, config, () => this.producer.slotFreed(), processRunner);
     this.producer = new JobProducer(db, this.recorder, this.executor, config);
