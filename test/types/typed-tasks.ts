@@ -61,6 +61,32 @@ declare module '@stampeded/nestjs' {
   }
 }
 
+// ---- @Task(name) on a class, for a name StampededTasks lists: the handler takes the listed args ----
+@Task('typed:send-receipt')
+class SendReceipt {
+  handle(args: Receipt, _ctx: JobContext): void {
+    void args.orderId;
+  }
+}
+/** A handler may take less than the listed args, or more optional ones. */
+@Task('typed:send-receipt')
+class SendReceiptLoosely {
+  handle(args: { orderId: number; locale?: string }): void {
+    void args;
+  }
+}
+// @ts-expect-error the handler's args are not the ones StampededTasks lists for the name
+@Task('typed:send-receipt')
+class SendReceiptWrongly {
+  handle(args: { orderId: string }): void {
+    void args;
+  }
+}
+// @ts-expect-error nor is a class without handle() a handler of a listed name
+@Task('typed:send-receipt')
+class NoHandle {}
+void [SendReceipt, SendReceiptLoosely, SendReceiptWrongly, NoHandle];
+
 export async function typedTasks(queue: QueueService, emails: Queue): Promise<void> {
   // ---- the types a class gives ----
   expectType<Equal<ArgsOf<typeof SendEmail>, { to: string }>>();

@@ -5,6 +5,7 @@ export { QueueService } from './queue/queue.service.js';
 export type { CancelResult, EnqueueManyItem, EnqueueManyItemOf, FindJobOptions, RetryResult } from './queue/queue.service.js';
 export { Queue } from './queue/queue.js';
 export { Task } from './decorators/task.decorator.js';
+export type { TaskDecorator, TaskClassFor } from './decorators/task.decorator.js';
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { OnJobEventFilter } from './decorators/on-job-event.decorator.js';
 export { InjectQueue, getQueueToken } from './decorators/inject-queue.decorator.js';

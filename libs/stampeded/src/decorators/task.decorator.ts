@@ -1,6 +1,19 @@
-import { applyDecorators, Injectable, SetMetadata } from '@nestjs/common';
+import { applyDecorators, Injectable, SetMetadata, type Type } from '@nestjs/common';
 import { TASK_METADATA } from '../stampeded.constants.js';
-import type { TaskMetadata, TaskOptions } from '../interfaces/task.interface.js';
+import type { ArgsOf, JobContext, RegisteredTaskName, TaskMetadata, TaskOptions } from '../interfaces/task.interface.js';
+
+/**
+ * The classes @Task(name) may mark: for a name StampededTasks lists, one
+ * whose handle() takes the args listed there, so that the registry and the
+ * handler cannot drift apart; for any other name, any class (discovery
+ * checks at startup that it has a handle()).
+ */
+export type TaskClassFor<Name extends string> = Name extends RegisteredTaskName
+  ? Type<{ handle: (args: ArgsOf<Name>, ctx: JobContext) => unknown }>
+  : abstract new (...args: any[]) => unknown;
+
+/** What @Task() returns: a class decorator, typed by the task's name. */
+export type TaskDecorator<Name extends string> = <C extends TaskClassFor<Name>>(target: C) => void;
 
 /**
  * Marks a provider class as the handler of a task: its `handle(args, ctx)`
@@ -12,7 +25,7 @@ import type { TaskMetadata, TaskOptions } from '../interfaces/task.interface.js'
  *   async handle(args: { to: string }, ctx: JobContext) {}
  * }
  */
-export function Task(name: string, options: TaskOptions = {}): ClassDecorator {
+export function Task<Name extends string>(name: Name, options: TaskOptions = {}): TaskDecorator<Name> {
   const metadata: TaskMetadata = { ...options, name };
   return applyDecorators(Injectable(), SetMetadata(TASK_METADATA, metadata));
 }
