@@ -63,6 +63,7 @@ describeInBrowser(
         imports: [
           StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100, concurrency: 5, prefetch: 5 } }),
           StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'browser-test' }, refreshSeconds: 0 }),
+          StampededDashboardModule.forRoot({ path: '/live', auth: { username: 'ops', password: 'browser-test' }, refreshSeconds: 1 }),
         ],
         providers: [Crunch, Fragile, RenderReport],
       })
@@ -164,6 +165,61 @@ describeInBrowser(
       expect(await page.getAttribute(`${progress} progress`, 'value')).toBe('1');
       expect(JSON.parse((await page.textContent('h2:text-is("Result") + pre'))!)).toEqual({ url: 'https://files.example.com/report-42.pdf', pages: 200 });
       await page.screenshot({ path: `${SCREENSHOTS}/job-result.png`, fullPage: true });
+    });
+
+    it('refreshes a live page in place, and holds still while the tab is hidden or the toggle is off', async () => {
+      const queue = app.get(QueueService);
+      const later = { queue: 'later', delayMs: 3_600_000 };
+      const rows = () => page.locator('main table tbody tr').count();
+      const fetches: string[] = [];
+      const onRequest = (r: { url(): string }) => r.url().includes('/live/jobs') && fetches.push(r.url());
+      page.on('request', onRequest);
+      /** Lets a few refresh periods go by, for the cases where nothing should happen. */
+      const fewPeriods = () => new Promise((resolve) => setTimeout(resolve, 3_000));
+      // As a browser reports a tab put in the background, and brought back.
+      const setHidden = (hidden: boolean) =>
+        page.evaluate(
+          `Object.defineProperty(document, 'hidden', { configurable: true, get: () => ${hidden} }); document.dispatchEvent(new Event('visibilitychange'))`,
+        );
+      const sameDocument = () => page.evaluate(() => (globalThis as { sameDocument?: boolean }).sameDocument);
+      try {
+        await queue.enqueue('crunch', { n: 1 }, later);
+        await page.goto(`${base}/live/jobs?queue=later`);
+        expect(await rows()).toBe(1);
+        expect(await page.isVisible('label.live')).toBe(true);
+        expect(await page.isChecked('#live')).toBe(true);
+        // A marker on the window survives only if the page is never reloaded.
+        await page.evaluate(() => Object.assign(globalThis, { sameDocument: true }));
+        await queue.enqueue('crunch', { n: 2 }, later);
+        await waitFor(async () => (await rows()) === 2, 'the new job on the page, without a reload');
+        expect(await sameDocument()).toBe(true);
+        await page.screenshot({ path: `${SCREENSHOTS}/jobs-live.png`, fullPage: true });
+
+        await setHidden(true);
+        fetches.length = 0;
+        await queue.enqueue('crunch', { n: 3 }, later);
+        await fewPeriods();
+        expect(fetches).toEqual([]);
+        expect(await rows()).toBe(2);
+        // Back in view, the page catches up at once.
+        await setHidden(false);
+        await waitFor(async () => (await rows()) === 3, 'the page to catch up once visible');
+
+        await page.uncheck('#live');
+        fetches.length = 0;
+        await queue.enqueue('crunch', { n: 4 }, later);
+        await fewPeriods();
+        expect(fetches).toEqual([]);
+        expect(await rows()).toBe(3);
+        // The choice is remembered across loads, until it is switched back on.
+        await page.reload();
+        expect(await page.isChecked('#live')).toBe(false);
+        await page.check('#live');
+        await waitFor(async () => (await rows()) === 4, 'the page to refresh once switched back on');
+        expect(await sameDocument()).toBeUndefined();
+      } finally {
+        page.off('request', onRequest);
+      }
     });
   },
 );

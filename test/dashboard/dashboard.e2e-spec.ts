@@ -1,5 +1,6 @@
 import { Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { QueueControlService, QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
 import { DashboardConfigError, StampededDashboardModule } from '@stampeded/dashboard';
@@ -141,6 +142,30 @@ describe('dashboard', () => {
       const token = cookie.split(';')[0].split('=')[1];
       expect(await page.text()).toContain(`name="_csrf" value="${token}"`);
       expect(page.headers.get('content-security-policy')).toMatch(/default-src 'none'.*frame-ancestors 'none'/);
+    });
+
+    it('allows exactly one script, the live refresh, by its hash, on live pages only', async () => {
+      // The '/by-function' mount refreshes every 5 seconds (the default); '/stampeded' not at all.
+      const asOps = { 'x-team': 'ops' };
+      for (const path of ['/by-function', '/by-function/jobs?queue=mail']) {
+        const response = await get(path, asOps);
+        const html = await response.text();
+        const scripts = [...html.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1]);
+        expect(scripts).toHaveLength(1);
+        expect(html).not.toMatch(/<script[^>]*src=/);
+        const hash = createHash('sha256').update(scripts[0]).digest('base64');
+        const policy = response.headers.get('content-security-policy')!;
+        expect(policy).toContain(`script-src 'sha256-${hash}';`);
+        expect(policy).toContain("connect-src 'self';");
+        expect(html).toContain('<main data-refresh="5">');
+        // Without the script, the page reloads itself as a whole.
+        expect(html).toContain('<noscript><meta http-equiv="refresh" content="5"></noscript>');
+      }
+      for (const path of ['/stampeded', '/stampeded/jobs', '/by-function/errors']) {
+        const html = await (await get(path, path.startsWith('/by-function') ? asOps : undefined)).text();
+        expect(html).not.toContain('<script>');
+        expect(html).toContain('<main data-refresh="0">');
+      }
     });
 
     it('answers 403 to every action in read-only mode, and shows no buttons', async () => {

@@ -23,14 +23,15 @@ import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
 import { JOB_NOT_FOUND } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
-import type { PageContext } from '../views/layout.view.js';
+import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
 import { errorsPage, healthPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage } from '../views/pages.view.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 import { operatorOf, runJobAction } from './dashboard-api.controller.js';
 
 /**
- * Pages carry no script, so the policy forbids all of it; frame-ancestors
- * and X-Frame-Options keep the action buttons from being clickjacked.
+ * The policy allows one script, the live refresh, by its hash (and its
+ * fetch of the page, by connect-src); frame-ancestors and X-Frame-Options
+ * keep the action buttons from being clickjacked.
  */
 const HtmlPage = () =>
   applyDecorators(
@@ -38,7 +39,7 @@ const HtmlPage = () =>
     Header('Cache-Control', 'no-store'),
     Header(
       'Content-Security-Policy',
-      "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      `default-src 'none'; script-src ${LIVE_SCRIPT_SOURCE}; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
     ),
     Header('X-Frame-Options', 'DENY'),
     Header('Referrer-Policy', 'same-origin'),
@@ -66,7 +67,7 @@ export class DashboardPagesController {
   async jobs(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
     const filters = { queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, scan: q.scan };
     const page = await this.inspector.jobs(filters);
-    return jobsPage(this.context(request, response), filters, page);
+    return jobsPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, filters, page);
   }
 
   @Get('jobs/:id')

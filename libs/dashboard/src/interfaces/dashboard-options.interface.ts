@@ -19,7 +19,11 @@ export interface StampededDashboardOptions {
   auth: DashboardAuth;
   /** Show everything, change nothing: every action answers 403. */
   readOnly?: boolean;
-  /** Seconds between reloads of the queues page; 0 turns it off. Default 5. */
+  /**
+   * Seconds between refreshes of the live pages (queues, the jobs list, an
+   * unfinished job's page), swapped in place and paused while the tab is
+   * hidden, with a toggle in the header; 0 turns it off. Default 5.
+   */
   refreshSeconds?: number;
 }
 

@@ -82,9 +82,12 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
       ? `<p>${actionButton(ctx, `/actions/dlq/${encodeURIComponent(filters.queue)}/redrive`, `Redrive ${filters.task ? `${filters.task} jobs` : 'all dead letters'} back to their source queues`, `${ctx.base}/jobs${query(rest)}`, filters.task ? { task: filters.task } : {})}</p>`
       : '';
   const columns = ['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'];
+  // An indexed listing refreshes itself; a bounded scan's page reads up to
+  // its budget of rows each time, so it stays as it is.
+  const live = { ...ctx, refreshSeconds: page.scan ? 0 : ctx.refreshSeconds };
   if (!page.scan) {
     const next = nextHref ? `<p><a rel="next" href="${esc(nextHref)}">Next page →</a></p>` : '';
-    return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${table(columns, rows, 'no jobs match')}${first}${next}`);
+    return layout(live, '/jobs', 'Jobs', `${form}${redrive}${table(columns, rows, 'no jobs match')}${first}${next}`);
   }
   // No index serves this filter: the page is what a bounded read of the
   // table found, and says so, with a link that reads on from where it stopped.
@@ -163,9 +166,10 @@ ${lastErrorView(job)}
 <h2>Args</h2>${jsonView(job.args)}
 <h2>Meta</h2>${jsonView(job.meta)}
 <h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p>${jsonView(job.checkpoint)}`}`;
-  // A running job's progress moves: its page reloads itself meanwhile.
-  const running = job.state === 'claimed' || job.state === 'executing';
-  return layout({ ...ctx, refreshSeconds: running ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
+  // A job still on its way (waiting, running: its progress moves) keeps its
+  // page live; a finished one's page stays as it is.
+  const live = !['completed', 'discarded', 'cancelled'].includes(job.state);
+  return layout({ ...ctx, refreshSeconds: live ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
 }
 
 /** Past this many lines a JSON value starts folded, its size on the fold. */
