@@ -353,6 +353,64 @@ describe('dashboard', () => {
       expect(await (await get('/stampeded/jobs?queue=mail')).text()).not.toContain('/actions/dlq/');
     });
 
+    it('retries, cancels and discards the jobs matching a filter, in bounded batches, with a dry run first', async () => {
+      // Nobody works the 'bulk' queue: what the actions leave stays put.
+      await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at, last_error, tenant_id)
+         SELECT 'bulk', 'import', 'discarded', 3, now(), 'row ' || i || ' rejected', CASE WHEN i <= 7 THEN 'acme' ELSE 'globex' END
+           FROM generate_series(1, 9) i
+         UNION ALL SELECT 'bulk', 'import', 'completed', 1, now(), NULL, 'acme' FROM generate_series(1, 2)`,
+      );
+      const states = async () =>
+        Object.fromEntries(
+          (await sql.query(`SELECT state, count(*)::int AS n FROM stampeded_jobs WHERE queue = 'bulk' GROUP BY state`)).rows.map((r) => [r.state, r.n]),
+        );
+
+      const dry = await (await post('/stampeded/api/bulk/retry', { queue: 'bulk', tenant: 'acme', dryRun: true })).json();
+      expect(dry).toEqual({ action: 'retry', matched: 7, changed: 0, batches: 0, truncated: false });
+      expect(await states()).toEqual({ discarded: 9, completed: 2 });
+
+      const retried = await post('/stampeded/api/bulk/retry', { queue: 'bulk', tenant: 'acme', batchSize: 3 });
+      expect(retried.status).toBe(200);
+      expect(await retried.json()).toEqual({ action: 'retry', changed: 7, batches: 3, truncated: false });
+      expect(await states()).toEqual({ available: 7, discarded: 2, completed: 2 });
+      expect((await sql.query(`SELECT 1 FROM stampeded_jobs WHERE queue = 'bulk' AND state = 'available' AND tenant_id = 'acme'`)).rowCount).toBe(7);
+
+      // A limit stops it part way, and says so.
+      expect(await (await post('/stampeded/api/bulk/discard', { queue: 'bulk', state: 'available', batchSize: 2, limit: 3 })).json()).toEqual({
+        action: 'discard',
+        changed: 3,
+        batches: 2,
+        truncated: true,
+      });
+      expect(await (await post('/stampeded/api/bulk/cancel', { queue: 'bulk', batchSize: 2 })).json()).toEqual({
+        action: 'cancel',
+        changed: 4,
+        batches: 3,
+        truncated: false,
+      });
+      expect(await states()).toEqual({ discarded: 5, cancelled: 4, completed: 2 });
+      const discarded = await sql.query(`SELECT last_error FROM stampeded_jobs WHERE queue = 'bulk' AND state = 'discarded' AND tenant_id = 'acme'`);
+      expect(discarded.rows.map((r) => r.last_error)).toEqual(Array(3).fill('discarded by ops (dashboard)'));
+      // A state the action does not apply to matches nothing.
+      expect(await (await post('/stampeded/api/bulk/retry', { queue: 'bulk', state: 'completed' })).json()).toMatchObject({ changed: 0 });
+
+      // Bad input is refused before anything is written; so is a post without the CSRF token.
+      const bad = await post('/stampeded/api/bulk/delete', { queue: 'bulk' });
+      expect(bad.status).toBe(400);
+      expect((await bad.json()).message).toBe('No bulk action "delete": use one of retry, cancel, discard.');
+      const badSize = await post('/stampeded/api/bulk/retry', { queue: 'bulk', batchSize: 0 });
+      expect(badSize.status).toBe(400);
+      expect((await badSize.json()).message).toMatch(/batchSize must be a whole number from 1 to 5,000; got 0/);
+      const forged = await request(`${base}/stampeded/api/bulk/retry`, {
+        method: 'POST',
+        headers: { authorization: BASIC, 'content-type': 'application/json' },
+        body: JSON.stringify({ queue: 'bulk' }),
+      });
+      expect(forged.status).toBe(403);
+      expect(await states()).toEqual({ discarded: 5, cancelled: 4, completed: 2 });
+    });
+
     it('redrives a dead-letter queue, with a dry run first', async () => {
       const dry = await (await post('/stampeded/api/dlq/work-dead/redrive', { dryRun: true })).json();
       expect(dry).toMatchObject({ dryRun: true, moved: 3, bySource: [{ sourceQueue: 'work', task: 'sync-order', jobs: 3 }] });

@@ -69,6 +69,7 @@ describe('security: no SQL built from user input', () => {
     "SCHEDULED_AT('$9::timestamptz', '$10::float8')": 'a constant expression over parameters (sql/jobs.sql.ts)',
     SCHEDULE_COLUMNS: 'a constant column list',
     LIST_COLUMNS: 'a constant column list (dashboard)',
+    BULK_BATCH: 'dashboard bulk actions: a constant query of fixed predicates over $n placeholders',
     SCANNED_COLUMNS: 'a constant column list (dashboard, bounded scan)',
     "matched.join(' AND ')": 'dashboard bounded scan: fixed predicates with $n placeholders, values passed as parameters',
     after: 'dashboard bounded scan: a fixed keyset predicate with $n placeholders, or nothing',

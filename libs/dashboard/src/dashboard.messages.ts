@@ -34,3 +34,8 @@ export const BAD_SCAN = (value: string, max: number) =>
 export const BAD_CURSOR = () => `The page cursor is not one this dashboard wrote: start again from the first page.`;
 
 export const NOT_ACTIONABLE = (action: string, id: string, state: string) => `Job ${id} is ${state}: ${action} does nothing to a job in that state.`;
+
+export const BAD_BULK_ACTION = (action: string, allowed: readonly string[]) => `No bulk action ${JSON.stringify(action)}: use one of ${allowed.join(', ')}.`;
+
+export const BAD_BULK_NUMBER = (name: string, value: unknown, max: number) =>
+  `${name} must be a whole number from 1 to ${max.toLocaleString('en')}; got ${JSON.stringify(value)}.`;

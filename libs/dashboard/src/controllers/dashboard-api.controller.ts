@@ -108,6 +108,22 @@ export class DashboardApiController {
     return job;
   }
 
+  /**
+   * Retries, cancels or discards the jobs matching the list's filters, in
+   * bounded batches in SQL; `dryRun` answers how many it would change.
+   */
+  @Post('bulk/:action')
+  @HttpCode(200)
+  bulk(@Param('action') action: string, @Req() request: DashboardRequest, @Body() body?: Record<string, unknown>) {
+    const text = (key: string) => (typeof body?.[key] === 'string' && body[key] ? (body[key] as string) : undefined);
+    const whole = (key: string) => (body?.[key] === undefined || body[key] === '' ? undefined : Number(body[key]));
+    return this.inspector.bulk(
+      action,
+      { queue: text('queue'), state: text('state'), task: text('task'), tenant: text('tenant'), destination: text('destination') },
+      { dryRun: body?.dryRun === true || body?.dryRun === 'true', batchSize: whole('batchSize'), limit: whole('limit'), by: operatorOf(request) },
+    );
+  }
+
   @Post('jobs/:id/:action')
   @HttpCode(200)
   async jobAction(@Param('id') id: string, @Param('action') action: string, @Req() request: DashboardRequest, @Query('queue') queue?: string) {

@@ -1,13 +1,27 @@
 import type { QueryResultRow } from 'pg';
 import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
 import { DeadLetterRedriver, PAUSE_QUEUE, pauseExplained, RESUME_QUEUE, StampededConfigError, type Statement } from '@stampeded/nestjs/internal';
-import { CANCEL_JOB, DISCARD_JOB, ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, RETRY_JOB, THROUGHPUT, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
+import {
+  BULK_CANCEL,
+  BULK_COUNT,
+  BULK_DISCARD,
+  BULK_RETRY,
+  CANCEL_JOB,
+  DISCARD_JOB,
+  ERRORS_BY_FINGERPRINT,
+  GET_JOB,
+  MAX_SCAN,
+  RETRY_JOB,
+  THROUGHPUT,
+  listJobsQuery,
+  type JobFilters,
+} from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
-import { BAD_CURSOR, BAD_FILTER, BAD_SCAN, NOT_A_JOB_ID } from '../dashboard.messages.js';
+import { BAD_BULK_ACTION, BAD_BULK_NUMBER, BAD_CURSOR, BAD_FILTER, BAD_SCAN, NOT_A_JOB_ID } from '../dashboard.messages.js';
 
 /** What the inspector needs of a database: StampededDatabase fits. */
 export interface InspectorDatabase {
@@ -69,6 +83,40 @@ export interface ActionResult {
   previousState: string;
   state: string;
   changed: boolean;
+}
+
+export const BULK_ACTIONS = ['retry', 'cancel', 'discard'] as const;
+export type BulkAction = (typeof BULK_ACTIONS)[number];
+
+/**
+ * The states each bulk action applies to. None is a state the action leaves a
+ * job in, so a job is acted on once and a batch loop ends.
+ */
+const BULK_ELIGIBLE: Record<BulkAction, readonly State[]> = {
+  retry: ['discarded', 'cancelled'],
+  cancel: ['available', 'retryable', 'claimed', 'executing'],
+  discard: ['available', 'retryable'],
+};
+
+/** The jobs list's filters, as a bulk action takes them. */
+export interface BulkFilters {
+  queue?: string;
+  state?: string;
+  task?: string;
+  tenant?: string;
+  destination?: string;
+}
+
+export interface BulkResult {
+  action: BulkAction;
+  /** With dryRun: how many jobs the action would change now (up to limit). */
+  matched?: number;
+  /** How many jobs it changed. */
+  changed: number;
+  /** The statements it took, each changing at most batchSize jobs. */
+  batches: number;
+  /** True when it stopped at limit: more jobs may match; run it again for them. */
+  truncated: boolean;
 }
 
 /** QueueService.redrive()'s options and answer: the inspector redrives with the same code. */
@@ -313,6 +361,51 @@ export class StampededInspector {
       if (deleted < 10_000) break;
     }
     return { jobs, occurrences };
+  }
+
+  /**
+   * Retries, cancels or discards every job matching the filters that the
+   * action applies to, in batches of batchSize (one statement each, in id
+   * order), up to limit jobs. dryRun counts them instead.
+   */
+  async bulk(action: string, filters: BulkFilters, options: { dryRun?: boolean; batchSize?: number; limit?: number; by?: string } = {}): Promise<BulkResult> {
+    if (!BULK_ACTIONS.includes(action as BulkAction)) throw new InspectorInputError(BAD_BULK_ACTION(action, BULK_ACTIONS));
+    if (filters.state && !STATES.includes(filters.state as State)) throw new InspectorInputError(BAD_FILTER('state', filters.state, STATES));
+    const eligible = BULK_ELIGIBLE[action as BulkAction].filter((s) => !filters.state || s === filters.state);
+    const whole = (name: string, value: number | undefined, fallback: number, max: number) => {
+      if (value === undefined) return fallback;
+      if (!Number.isInteger(value) || value < 1 || value > max) throw new InspectorInputError(BAD_BULK_NUMBER(name, value, max));
+      return value;
+    };
+    const batchSize = whole('batchSize', options.batchSize, 500, 5_000);
+    const limit = whole('limit', options.limit, 100_000, 10_000_000);
+    const params = (after: string | null, size: number) => [
+      eligible,
+      filters.queue || null,
+      filters.task || null,
+      filters.tenant || null,
+      filters.destination || null,
+      after,
+      size,
+    ];
+    const result: BulkResult = { action: action as BulkAction, changed: 0, batches: 0, truncated: false };
+    if (options.dryRun) {
+      const [{ matched }] = await this.db.query<{ matched: number }>(BULK_COUNT, params(null, limit + 1));
+      return { ...result, matched: Math.min(matched, limit), truncated: matched > limit };
+    }
+    const statement = action === 'retry' ? BULK_RETRY : action === 'cancel' ? BULK_CANCEL : BULK_DISCARD;
+    const extra = action === 'discard' ? [`discarded by ${options.by ?? 'an operator'}`] : [];
+    let after: string | null = null;
+    while (eligible.length && result.changed < limit) {
+      const size = Math.min(batchSize, limit - result.changed);
+      const rows: { id: string; was: string; now_state: string }[] = await this.db.query(statement, [...params(after, size), ...extra]);
+      result.batches += 1;
+      result.changed += rows.filter((r) => r.was !== r.now_state).length;
+      if (rows.length < size) return result;
+      after = rows.reduce((max, r) => (r.id > max ? r.id : max), rows[0].id);
+    }
+    result.truncated = eligible.length > 0;
+    return result;
   }
 
   private async act(statement: Statement, id: string, queue: string | undefined, extra: unknown[]): Promise<ActionResult | null> {

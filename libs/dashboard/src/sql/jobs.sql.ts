@@ -288,3 +288,47 @@ export const THROUGHPUT = sql(
              AND finished_at >= m.minute AND finished_at < m.minute + interval '1 minute') c
     WHERE c.n > 0`,
 );
+
+/**
+ * The jobs a bulk action applies to: those matching the list's filters, in
+ * an eligible state, after a keyset cursor, in id order, one batch at a time.
+ * Each filter is a fixed predicate that a NULL parameter switches off.
+ */
+const BULK_BATCH = `SELECT j.id, j.queue FROM stampeded_jobs j
+    WHERE j.state = ANY($1::text[])
+      AND ($2::text IS NULL OR j.queue = $2)
+      AND ($3::text IS NULL OR j.task = $3)
+      AND ($4::text IS NULL OR j.tenant_id = $4)
+      AND ($5::text IS NULL OR j.destination = $5)
+      AND ($6::uuid IS NULL OR j.id > $6)
+    ORDER BY j.id
+    LIMIT $7`;
+
+/** How many jobs a bulk action would touch, counted up to a cap ($7). */
+export const BULK_COUNT = sql('dashboard_bulk_count', `SELECT count(*)::int AS matched FROM (${BULK_BATCH}) b`);
+
+/** One batch of a bulk retry, through the same function a single retry uses. */
+export const BULK_RETRY = sql(
+  'dashboard_bulk_retry',
+  `SELECT b.id::text AS id, r.was, r.now_state FROM (${BULK_BATCH}) b CROSS JOIN LATERAL stampeded_retry(b.id, b.queue) r`,
+);
+
+/** One batch of a bulk cancel: fenced as a single cancel is. */
+export const BULK_CANCEL = sql(
+  'dashboard_bulk_cancel',
+  `SELECT b.id::text AS id, r.was, r.now_state FROM (${BULK_BATCH}) b CROSS JOIN LATERAL stampeded_cancel(b.id, b.queue) r`,
+);
+
+/** One batch of a bulk discard: waiting jobs only, as DISCARD_JOB; $8 is the error it records. */
+export const BULK_DISCARD = sql(
+  'dashboard_bulk_discard',
+  `UPDATE stampeded_jobs j
+      SET state        = 'discarded',
+          failure_kind = 'unrecoverable',
+          last_error   = left($8::text, 4000),
+          finished_at  = now(),
+          dedup_scope  = NULL
+     FROM (${BULK_BATCH}) b
+    WHERE j.id = b.id AND j.queue = b.queue AND j.state IN ('available', 'retryable')
+   RETURNING j.id::text AS id, OLD.state AS was, NEW.state AS now_state`,
+);
