@@ -221,6 +221,21 @@ describeInBrowser(
         page.off('request', onRequest);
       }
     });
+
+    it('discards every job a filter matches, after a confirmation that counts them', async () => {
+      const queue = app.get(QueueService);
+      const parked = { queue: 'parked', delayMs: 3_600_000 };
+      const jobs = await Promise.all([1, 2, 3].map((n) => queue.enqueue('crunch', { n }, parked)));
+      await page.goto(`${base}/stampeded/jobs?queue=parked&state=available`);
+      await Promise.all([page.waitForURL('**/stampeded/bulk/discard?**'), page.click('a:text-is("Discard…")')]);
+      expect(await page.textContent('main p')).toBe('Discard 3 waiting jobs matching queue = parked, state = available?');
+      await page.screenshot({ path: `${SCREENSHOTS}/bulk-confirm.png`, fullPage: true });
+      // Nothing changes until the operator confirms.
+      expect((await queue.getJob(jobs[0].id))?.state).toBe('available');
+      await Promise.all([page.waitForURL('**/stampeded/jobs?queue=parked&state=available'), page.click('button:text-is("Discard 3 jobs")')]);
+      expect(await page.textContent('main')).toContain('no jobs match');
+      for (const { id } of jobs) expect((await queue.getJob(id))?.state).toBe('discarded');
+    });
   },
 );
 

@@ -176,6 +176,12 @@ describe('dashboard', () => {
       const page = await (await get(`/read-only/jobs/${job.id}?queue=work`)).text();
       expect(page).toContain('upstream 503 for order');
       expect(page).not.toContain('<button');
+      for (const path of ['/read-only/api/bulk/retry', '/read-only/actions/bulk/retry']) {
+        expect((await post(path, { queue: 'work' }, { prefix: '/read-only' })).status).toBe(403);
+      }
+      const list = await (await get('/read-only/jobs?queue=work')).text();
+      expect(list).toContain('upstream 503 for order');
+      expect(list).not.toContain('/bulk/');
       expect((await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [job.id])).rows[0].state).toBe('discarded');
     });
   });

@@ -22,9 +22,9 @@ import type { DashboardRequest } from '../auth/dashboard-request.js';
 import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
 import { JOB_NOT_FOUND } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
-import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import { StampededInspector, type BulkFilters } from '../inspector/stampeded-inspector.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
-import { errorsPage, healthPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage } from '../views/pages.view.js';
+import { bulkConfirmPage, errorsPage, healthPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage } from '../views/pages.view.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 import { operatorOf, runJobAction } from './dashboard-api.controller.js';
 
@@ -76,6 +76,27 @@ export class DashboardPagesController {
     const job = await this.inspector.job(id, queue || undefined);
     if (!job) throw new NotFoundException(JOB_NOT_FOUND(id));
     return jobPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, job);
+  }
+
+  /** A bulk action's confirmation: what it would change, counted now, and the button that does it. */
+  @Get('bulk/:action')
+  @HtmlPage()
+  async bulkConfirm(
+    @Req() request: DashboardRequest,
+    @Res({ passthrough: true }) response: ServerResponse,
+    @Param('action') action: string,
+    @Query() q: Record<string, string | undefined>,
+  ) {
+    const filters = bulkFilters(q);
+    const { matched, truncated } = await this.inspector.bulk(action, filters, { dryRun: true });
+    return bulkConfirmPage(this.context(request, response), action, { ...filters }, matched ?? 0, truncated);
+  }
+
+  @Post('actions/bulk/:action')
+  @Redirect()
+  async bulkAction(@Req() request: DashboardRequest, @Param('action') action: string, @Body() body: Record<string, unknown>) {
+    await this.inspector.bulk(action, bulkFilters(body), { by: operatorOf(request) });
+    return this.back(body);
   }
 
   @Get('errors')
@@ -152,4 +173,10 @@ export class DashboardPagesController {
     const safe = (wanted === base || wanted.startsWith(`${base}/`)) && !wanted.startsWith('//') && !/[\r\n\\]/.test(wanted);
     return { url: safe && wanted ? wanted : base || '/', statusCode: 303 };
   }
+}
+
+/** The jobs list's filters out of a query string or a form, empty ones left out. */
+function bulkFilters(from: Record<string, unknown>): BulkFilters {
+  const text = (key: string) => (typeof from?.[key] === 'string' && from[key] ? (from[key] as string) : undefined);
+  return { queue: text('queue'), state: text('state'), task: text('task'), tenant: text('tenant'), destination: text('destination') };
 }

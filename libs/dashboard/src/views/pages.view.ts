@@ -81,13 +81,21 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
     filters.queue && page.jobs.some((j) => j.source_queue)
       ? `<p>${actionButton(ctx, `/actions/dlq/${encodeURIComponent(filters.queue)}/redrive`, `Redrive ${filters.task ? `${filters.task} jobs` : 'all dead letters'} back to their source queues`, `${ctx.base}/jobs${query(rest)}`, filters.task ? { task: filters.task } : {})}</p>`
       : '';
+  // Acting on every match goes through a confirmation page that counts them.
+  const { after: _a, scan: _s, ...matching } = filters;
+  const bulk =
+    ctx.readOnly || !page.jobs.length
+      ? ''
+      : `<p class="bulk">Every job matching this filter: ${BULK_LABELS.map(
+          ([action, label]) => `<a class="button" href="${esc(`${ctx.base}/bulk/${action}${query(matching)}`)}">${label}…</a>`,
+        ).join(' ')}</p>`;
   const columns = ['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'];
   // An indexed listing refreshes itself; a bounded scan's page reads up to
   // its budget of rows each time, so it stays as it is.
   const live = { ...ctx, refreshSeconds: page.scan ? 0 : ctx.refreshSeconds };
   if (!page.scan) {
     const next = nextHref ? `<p><a rel="next" href="${esc(nextHref)}">Next page →</a></p>` : '';
-    return layout(live, '/jobs', 'Jobs', `${form}${redrive}${table(columns, rows, 'no jobs match')}${first}${next}`);
+    return layout(live, '/jobs', 'Jobs', `${form}${redrive}${bulk}${table(columns, rows, 'no jobs match')}${first}${next}`);
   }
   // No index serves this filter: the page is what a bounded read of the
   // table found, and says so, with a link that reads on from where it stopped.
@@ -107,7 +115,36 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
       : `<p>No ${more}${esc(which)} among ${esc(span)}.${further}</p>${first}`;
   }
   const note = `<p class="dim">No index serves this filter: each page reads at most ${budget} jobs, in the list's order, and shows those that match.</p>`;
-  return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${body}${note}`);
+  return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${bulk}${body}${note}`);
+}
+
+const BULK_LABELS: [string, string][] = [
+  ['retry', 'Retry'],
+  ['cancel', 'Cancel'],
+  ['discard', 'Discard'],
+];
+
+const BULK_APPLIES: Record<string, string> = {
+  retry: 'discarded or cancelled',
+  cancel: 'waiting or running',
+  discard: 'waiting',
+};
+
+/** A bulk action's confirmation: the count it would change now, and the button that does it. */
+export function bulkConfirmPage(ctx: PageContext, action: string, filters: Record<string, string | undefined>, matched: number, truncated: boolean): string {
+  const label = BULK_LABELS.find(([a]) => a === action)?.[1] ?? action;
+  const back = `${ctx.base}/jobs${query(filters)}`;
+  const described = Object.entries(filters)
+    .filter(([, v]) => v)
+    .map(([k, v]) => `${k} = ${v}`)
+    .join(', ');
+  const which = `${BULK_APPLIES[action]} jobs${described ? ` matching ${described}` : ' in every queue'}`;
+  const count = `${matched.toLocaleString('en')}${truncated ? ' or more' : ''}`;
+  const body = matched
+    ? `<p>${esc(`${label} ${count} ${which}?`)}</p>${truncated ? `<p class="dim">${esc(`It acts on the first ${matched.toLocaleString('en')}; confirm again for the rest.`)}</p>` : ''}
+<p>${actionButton(ctx, `/actions/bulk/${encodeURIComponent(action)}`, `${label} ${count} jobs`, back, Object.fromEntries(Object.entries(filters).filter((e): e is [string, string] => Boolean(e[1]))))} <a href="${esc(back)}">Back to the list</a></p>`
+    : `<p>${esc(`No ${which}: nothing to ${action}.`)}</p><p><a href="${esc(back)}">Back to the list</a></p>`;
+  return layout(ctx, '/jobs', `${label} jobs`, body);
 }
 
 export function jobPage(ctx: PageContext, job: Record<string, any>): string {
