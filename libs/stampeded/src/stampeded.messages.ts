@@ -84,6 +84,16 @@ export const INVALID_RETRY_DECISION = (task: string, jobId: string, got: unknown
 export const INVALID_EVENTS_OPTION = (where: string, got: unknown) =>
   `${where}: events must be 'fleet' (job events of every process of the fleet) or 'local' (only this app's own workers'), got ${inspect(got, { breakLength: Infinity })}.`;
 
+export const WAIT_TIMED_OUT = (id: string, timeoutMs: number, state: string | undefined) =>
+  `waitFor(${id}): the job did not finish within ${timeoutMs} ms${state ? ` (it is ${state})` : ''}. ` +
+  `Only the wait ended: the job goes on; wait again, or read it with getJob().`;
+
+export const WAITED_JOB_GONE = (id: string) =>
+  `waitFor(${id}): the job is no longer stored: removed when it completed (removeOnComplete), pruned, or deleted, ` +
+  `so there is no outcome to return. Enqueue it without removeOnComplete to wait for its outcome.`;
+
+export const WAIT_ENDED_BY_SHUTDOWN = (id: string) => `waitFor(${id}): the app is shutting down. The job goes on; getJob() reads its outcome later.`;
+
 export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
 
 export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: string) =>

@@ -77,3 +77,19 @@ export class BreakerOpenError extends Error {
     return new BreakerOpenError(Math.round(ms), message);
   }
 }
+
+/**
+ * A `waitFor()` that ended without the job's outcome: it timed out, the job
+ * is no longer stored (removed on completion, pruned), or the app is shutting
+ * down. Only the wait ended: the job itself is not affected.
+ */
+export class JobWaitError extends Error {
+  override name = 'JobWaitError';
+  constructor(
+    readonly jobId: string,
+    readonly reason: 'timed_out' | 'removed' | 'shutdown',
+    message: string,
+  ) {
+    super(message);
+  }
+}

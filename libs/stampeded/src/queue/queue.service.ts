@@ -1,15 +1,16 @@
-import { Inject, Injectable, Optional, type OnApplicationBootstrap, type Type } from '@nestjs/common';
+import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnApplicationShutdown, type Type } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
-import { JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { JOB_COLUMN_DEFAULTS, LIMITS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
-import { INVALID_ARGS, JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { INVALID_ARGS, INVALID_OPTION, JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { JobEvents } from '../events/job-events.js';
+import { JobWaiters } from '../events/job-waiters.js';
 import { QueueRegistry } from './queue.registry.js';
-import { buildJobRow, validateTaskName, type JobRow } from './job-input.validator.js';
+import { buildJobRow, validateQueueName, validateTaskName, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
 import { CANCEL, CANCEL_NOTIFY, ENQUEUE, ENQUEUE_ONE, ENQUEUE_ONE_KEYS, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
@@ -48,6 +49,13 @@ export interface FindJobOptions {
   queue?: string;
 }
 
+export interface WaitForOptions extends FindJobOptions {
+  /** Give up after this long, with a JobWaitError (the job goes on). Default: no limit. */
+  timeoutMs?: number;
+  /** Give up when it aborts, with its reason (the job goes on). */
+  signal?: AbortSignal;
+}
+
 export interface CancelResult {
   id: string;
   /** True when this call cancelled the job; false when it had already finished. */
@@ -64,15 +72,23 @@ export interface RetryResult {
 }
 
 /** The arguments of getJob() and the like: (task, id, options?) or (id, options?). */
-type FindJobCall = [task: string | TaskClass, id: string, options?: FindJobOptions] | [id: string, options?: FindJobOptions];
+type FindJobCall<O = FindJobOptions> = [task: string | TaskClass, id: string, options?: O] | [id: string, options?: O];
+
+const WAIT_FOR_OPTIONS = ['queue', 'timeoutMs', 'signal'];
 
 /** A duplicate racing a concurrent insert of its twin is asked again, this many times. */
 const DEDUP_RACE_RETRIES = 5;
 
 /** Enqueue and inspect jobs. Injectable anywhere once StampededModule is imported. */
 @Injectable()
-export class QueueService implements OnApplicationBootstrap {
+export class QueueService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly ids = new UuidV7Source();
+  /**
+   * The app's waits (waitFor), made here rather than injected: a provider
+   * more in QueueService's dependencies would move its bootstrap after the
+   * worker's, which Nest orders by the depth of their dependencies.
+   */
+  private readonly waiters: JobWaiters;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -82,7 +98,14 @@ export class QueueService implements OnApplicationBootstrap {
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
     @Inject(JOB_COLUMN_DEFAULTS) private readonly columnDefaults: JobColumnDefaults,
     @Optional() @Inject(JOB_TRACER) private readonly tracer: JobTracer | null = null,
-  ) {}
+  ) {
+    this.waiters = new JobWaiters(db, jobEvents);
+  }
+
+  /** Ends the waits still pending: the app is closing, and will hear no more. */
+  onApplicationShutdown(): void {
+    this.waiters.shutdown();
+  }
 
   /** The plain enqueues prepared on two connections, so that the first enqueues do not pay for it. */
   async onApplicationBootstrap(): Promise<void> {
@@ -181,6 +204,47 @@ export class QueueService implements OnApplicationBootstrap {
     const [row] = await this.db.query(GET_JOB, [id, options.queue ?? null]);
     if (!row || (task !== undefined && row.task !== task)) return null;
     return toJob(row);
+  }
+
+  /**
+   * Waits for the job to finish and resolves with it, as getJob() returns
+   * it: completed (with its stored result), discarded (its error history) or
+   * cancelled. A job that failed and will be retried has not finished: the
+   * wait goes on through its retries. A job finished already resolves at
+   * once. Works in any process of the fleet, whichever process runs the job:
+   * the app's one LISTEN connection hears the outcome (docs/tasks.md,
+   * Waiting for a job), and all its waits are re-read in one statement every
+   * few seconds for what no notification said.
+   *
+   * Rejects with a JobWaitError after `timeoutMs`, or when the job is no
+   * longer stored (removed on completion, pruned) or the app shuts down; with
+   * `signal.reason` when `signal` aborts; and with an InvalidJobError when no
+   * such job exists. Only the wait ends: the job is not cancelled.
+   */
+  async waitFor<T extends TypedTask>(task: T, id: string, options?: WaitForOptions): Promise<Job<ArgsOf<T>, ResultOf<T>>>;
+  async waitFor<Args extends object = Record<string, unknown>, Result = unknown, N extends string = string>(
+    task: UnregisteredTaskName<N>,
+    id: string,
+    options?: WaitForOptions,
+  ): Promise<Job<Args, Result>>;
+  async waitFor<Args extends object = Record<string, unknown>, Result = unknown>(id: string, options?: WaitForOptions): Promise<Job<Args, Result>>;
+  async waitFor(...call: FindJobCall<WaitForOptions>): Promise<Job> {
+    const where = 'waitFor()';
+    const { task, id, options } = this.findJobCall(where, call, '{ queue?, timeoutMs?, signal? }');
+    this.assertUuid(where, id);
+    const { queue, timeoutMs, signal } = options as WaitForOptions;
+    const unknown = Object.keys(options).filter((k) => !WAIT_FOR_OPTIONS.includes(k));
+    if (unknown.length) throw new InvalidJobError(UNKNOWN_OPTIONS(where, unknown, WAIT_FOR_OPTIONS));
+    if (queue !== undefined) validateQueueName(where, 'queue', queue);
+    if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > LIMITS.integer.max)) {
+      throw new InvalidJobError(INVALID_OPTION(where, 'timeoutMs', `must be a whole number of milliseconds from 0 to ${LIMITS.integer.max}, got ${timeoutMs}`));
+    }
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new InvalidJobError(
+        INVALID_OPTION(where, 'signal', `must be an AbortSignal (from an AbortController, or AbortSignal.timeout()), got ${typeof signal}`),
+      );
+    }
+    return this.waiters.wait({ id, queue, task, timeoutMs, signal });
   }
 
   /**
@@ -328,11 +392,11 @@ export class QueueService implements OnApplicationBootstrap {
   }
 
   /** A call of the form (task, id, options?) or (id, options?), the task as its name. */
-  private findJobCall(where: string, call: FindJobCall): { task?: string; id: string; options: FindJobOptions } {
+  private findJobCall(where: string, call: FindJobCall<object>, shape = '{ queue? }'): { task?: string; id: string; options: FindJobOptions } {
     const [first, second, third] = call as unknown[];
     const byTask = typeof first === 'function' || typeof second === 'string';
     const options = (byTask ? third : second) ?? {};
-    if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object { queue? }.`);
+    if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object ${shape}.`);
     if (!byTask) return { id: first as string, options };
     const task = typeof first === 'function' ? this.tasks.nameOf(first as Type<unknown>) : validateTaskName(where, 'task', first);
     return { task, id: second as string, options };

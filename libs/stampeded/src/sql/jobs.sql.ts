@@ -292,6 +292,21 @@ export const GET_JOBS = sql('stampeded_get_jobs', `SELECT * FROM stampeded_jobs 
 export const EVENT_JOB_NAMES = sql('stampeded_event_job_names', `SELECT id::text AS id, queue, task FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);
 
 /**
+ * Of the jobs waited for ($1: their queues, $2: their ids), those that
+ * finished (completed, discarded or cancelled), whole, and those no longer
+ * stored, as waited_id alone: one statement however many are waited for,
+ * each found by its primary key. A job still to finish answers nothing.
+ */
+export const FINISHED_OR_GONE = sql(
+  'stampeded_finished_or_gone',
+  `
+SELECT w.id::text AS waited_id, j.*
+  FROM unnest($1::text[], $2::uuid[]) AS w(queue, id)
+  LEFT JOIN LATERAL (SELECT * FROM stampeded_jobs s WHERE s.queue = w.queue AND s.id = w.id) j ON true
+ WHERE j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')`,
+);
+
+/**
  * The defaults of the job columns an enqueue fills when the job does not set
  * them, as the installed schema declares them ($1: the jobs table, qualified):
  * the schema is their one home, and a batch insert cannot take DEFAULT per row.
