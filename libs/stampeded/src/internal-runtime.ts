@@ -3,3 +3,4 @@
 // no Nest module. For @stampeded/testing; not for applications.
 export { WorkerOrchestrator } from './worker/worker.orchestrator.js';
 export type { DrainOptions, DrainResult } from './worker/worker.orchestrator.js';
+export { NotificationListener } from './database/notification-listener.js';

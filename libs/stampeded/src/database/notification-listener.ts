@@ -34,6 +34,8 @@ export class NotificationListener implements OnApplicationShutdown {
   private listening = new Set<string>();
   /** The shared advisory locks `client` holds. */
   private locks = new Set<string>();
+  /** The subscriptions told that `client` LISTENs to their channels. */
+  private told = new WeakSet<ListenerSubscription>();
   /** LISTENs and UNLISTENs, one after the other, so that the set above stays true. */
   private syncing: Promise<void> = Promise.resolve();
   private connecting?: Promise<void>;
@@ -65,16 +67,27 @@ export class NotificationListener implements OnApplicationShutdown {
       if (!this.subscriptions.delete(subscription)) return;
       await this.sync().catch(() => {});
     };
-    // A connection under way LISTENs to what is wanted once it is up, and
-    // tells every subscription; one being waited for (reconnectTimer) will.
+    // A connection being waited for (reconnectTimer) LISTENs to what is
+    // wanted once it is up, and tells every subscription then.
+    if (!this.connecting && !this.client && !this.reconnectTimer) this.connecting = this.connect().finally(() => (this.connecting = undefined));
     if (this.connecting) await this.connecting;
-    else if (!this.client && !this.reconnectTimer) await (this.connecting = this.connect().finally(() => (this.connecting = undefined)));
-    else if (this.client) {
-      // A failure here is the connection's: its 'error' or 'end' reconnects.
+    // A connection that was up, or came up having LISTENed before this
+    // subscription came, LISTENs to its channels now. A failure here is the
+    // connection's: its 'error' or 'end' reconnects.
+    if (this.client && !this.told.has(subscription)) {
       await this.sync().catch(() => {});
-      if (Object.keys(subscription.channels).every((c) => this.isListening(c))) subscription.onConnected?.();
+      this.tell(subscription);
     }
     return unsubscribe;
+  }
+
+  /** Says to the subscription that its channels are LISTENed on the current connection, once per connection. */
+  private tell(subscription: ListenerSubscription): void {
+    if (this.told.has(subscription) || !this.subscriptions.has(subscription)) return;
+    if (!Object.keys(subscription.channels).every((c) => this.isListening(c))) return;
+    if (subscription.sharedLock !== undefined && !this.holds(subscription.sharedLock)) return;
+    this.told.add(subscription);
+    subscription.onConnected?.();
   }
 
   private wanted(): { channels: Set<string>; locks: Set<string> } {
@@ -93,6 +106,7 @@ export class NotificationListener implements OnApplicationShutdown {
     this.client = client;
     this.listening = new Set();
     this.locks = new Set();
+    this.told = new WeakSet();
     client.on('notification', (message) => {
       if (message.payload === undefined) return;
       for (const s of this.subscriptions) s.channels[message.channel]?.(message.payload);
@@ -105,7 +119,7 @@ export class NotificationListener implements OnApplicationShutdown {
       if (this.client !== client) return;
       if (this.failures > 0) this.logger.log('notification connection restored');
       this.failures = 0;
-      for (const s of [...this.subscriptions]) s.onConnected?.();
+      for (const s of [...this.subscriptions]) this.tell(s);
     } catch (err) {
       this.scheduleReconnect(client, err);
     }
