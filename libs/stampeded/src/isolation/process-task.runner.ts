@@ -82,7 +82,10 @@ export class ProcessTaskRunner {
           reject(reviveError(message.error));
         }
       });
-      child.on('exit', (code, sig) => {
+      // 'close', not 'exit': 'exit' can come before the child's last IPC
+      // message has been read, and a job that answered would be recorded as
+      // a child that died. 'close' comes once the channel is drained.
+      child.on('close', (code, sig) => {
         signal.removeEventListener('abort', onAbort);
         if (answered) return;
         const status = code ?? 128 + (sig ? (constants.signals[sig] ?? 0) : 0);
