@@ -173,6 +173,21 @@ export async function typedTasks(queue: QueueService, emails: Queue): Promise<vo
   expectType<Equal<typeof _byHand, Job<{ width: number }, { bytes: number }> | null>>();
   const _untyped = await queue.getJob('0190a0d2-0000-7000-8000-000000000000');
   expectType<Equal<typeof _untyped, Job<Record<string, unknown>, unknown> | null>>();
+  // ---- waitFor(): typed as getJob(), and never null ----
+  const finished = await queue.waitFor(SendEmail, '0190a0d2-0000-7000-8000-000000000000', { timeoutMs: 5000 });
+  expectType<Equal<typeof finished, Job<{ to: string }, { messageId: string }>>>();
+  expectType<Equal<(typeof finished)['result'], { messageId: string } | null>>();
+  const _waitedByName = await queue.waitFor('typed:send-email', '0190a0d2-0000-7000-8000-000000000000');
+  expectType<Equal<typeof _waitedByName, Job<{ to: string }, { messageId: string }>>>();
+  const _waitedByHand = await queue.waitFor<{ width: number }, { bytes: number }>('0190a0d2-0000-7000-8000-000000000000', {
+    signal: AbortSignal.timeout(1000),
+  });
+  expectType<Equal<typeof _waitedByHand, Job<{ width: number }, { bytes: number }>>>();
+  const _waitedUntyped = await queue.waitFor('0190a0d2-0000-7000-8000-000000000000');
+  expectType<Equal<typeof _waitedUntyped, Job<Record<string, unknown>, unknown>>>();
+  // @ts-expect-error the options are an object
+  await queue.waitFor(SendEmail, '0190a0d2-0000-7000-8000-000000000000', 5000);
+
   // An unlisted name filters by task, untyped.
   const _unlisted = await queue.getJob('charge-card', '0190a0d2-0000-7000-8000-000000000000');
   expectType<Equal<typeof _unlisted, Job<Record<string, unknown>, unknown> | null>>();
