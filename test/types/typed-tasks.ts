@@ -174,9 +174,9 @@ export async function typedTasks(queue: QueueService, emails: Queue): Promise<vo
   const _untyped = await queue.getJob('0190a0d2-0000-7000-8000-000000000000');
   expectType<Equal<typeof _untyped, Job<Record<string, unknown>, unknown> | null>>();
   // ---- waitFor(): typed as getJob(), and never null ----
-  const finished = await queue.waitFor(SendEmail, '0190a0d2-0000-7000-8000-000000000000', { timeoutMs: 5000 });
-  expectType<Equal<typeof finished, Job<{ to: string }, { messageId: string }>>>();
-  expectType<Equal<(typeof finished)['result'], { messageId: string } | null>>();
+  const _finished = await queue.waitFor(SendEmail, '0190a0d2-0000-7000-8000-000000000000', { timeoutMs: 5000 });
+  expectType<Equal<typeof _finished, Job<{ to: string }, { messageId: string }>>>();
+  expectType<Equal<(typeof _finished)['result'], { messageId: string } | null>>();
   const _waitedByName = await queue.waitFor('typed:send-email', '0190a0d2-0000-7000-8000-000000000000');
   expectType<Equal<typeof _waitedByName, Job<{ to: string }, { messageId: string }>>>();
   const _waitedByHand = await queue.waitFor<{ width: number }, { bytes: number }>('0190a0d2-0000-7000-8000-000000000000', {
