@@ -11,7 +11,7 @@ import { WorkerProcess } from '../support/worker-process.js';
 @Injectable()
 class Sink {
   events: JobEvent[] = [];
-  @OnJobEvent(['completed', 'failed', 'retrying', 'discarded', 'cancelled'])
+  @OnJobEvent(['completed', 'failed', 'retrying', 'discarded', 'cancelled', 'progress'])
   record(event: JobEvent) {
     this.events.push(event);
   }
@@ -129,6 +129,26 @@ describe('job events across processes', () => {
       { queue: 'events', state: 'discarded' },
       { queue: 'events-dead', state: 'available' },
     ]);
+  });
+
+  it("tells of a running job's progress as it is written, before its completion", async () => {
+    const { id } = await queue.enqueue('reporting', { total: 3 }, { queue: 'events' });
+    await waitFor(() => eventsOf(id).some((e) => e.type === 'completed'), 'the completion');
+    const events = eventsOf(id);
+    // Written at most once a second: the first report at once, the last before the outcome.
+    expect(events.map((e) => e.type)).toEqual([...events.slice(0, -1).map(() => 'progress'), 'completed']);
+    expect(events[0]).toEqual({
+      origin: 'fleet',
+      type: 'progress',
+      jobId: id,
+      queue: 'events',
+      task: 'reporting',
+      attempt: 1,
+      workerId: worker.workerId,
+      progress: { done: 1, total: 3 },
+    });
+    expect(events.at(-2)?.progress).toEqual({ done: 3, total: 3 });
+    expect((await queue.getJob(id))?.progress).toEqual({ done: 3, total: 3 });
   });
 
   it('tells of a cancel, with the worker that held the job; that worker hears it once, as its own', async () => {

@@ -61,6 +61,7 @@ describe('security: no SQL built from user input', () => {
     "EVENT_NAME('j.task')": 'a constant expression over a constant column name (sql/jobs.sql.ts)',
     "EVENT_NAME('$1::text')": 'a constant expression over a parameter (sql/jobs.sql.ts)',
     "EVENT_NAME('$9::text')": 'a constant expression over a parameter (sql/jobs.sql.ts)',
+    "EVENT_NAME('$6::text')": 'a constant expression over a parameter (sql/jobs.sql.ts)',
     JOBS_PER_NOTIFICATION: 'a constant number (sql/jobs.sql.ts)',
     key: "a placeholder, '$1' or '$2' by its type (sql/notifications.sql.ts lockHolders)",
     "lockHolders('$1')": 'a constant subquery over a parameter (sql/notifications.sql.ts)',

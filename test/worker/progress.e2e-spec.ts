@@ -134,7 +134,7 @@ describe('progress', () => {
     const steady = worker.get(Steady);
     const events = firstValueFrom(
       worker.get(QueueService).events$.pipe(
-        filter((e) => e.type === 'progress' && e.job.task === 'steady'),
+        filter((e) => e.type === 'progress' && e.task === 'steady'),
         take(2),
         toArray(),
       ),

@@ -37,6 +37,13 @@ describe('event notifications', () => {
     ]);
   });
 
+  it("carries a running job's progress", () => {
+    const n = parseEventNotification(`{"w" : "${W}", "t" : "progress", "q" : "q", "k" : "t", "j" : [["${A}", 2]], "p" : {"done" : 4, "total" : 10}}`)!;
+    expect(fleetEvents(n)).toEqual([
+      { origin: 'fleet', type: 'progress', jobId: A, queue: 'q', task: 't', attempt: 2, workerId: W, progress: { done: 4, total: 10 } },
+    ]);
+  });
+
   it('names jobs whose names were left out from what was read, and leaves out those it could not read', () => {
     const n = parseEventNotification(`{"w":null,"t":"cancelled","q":"q","k":null,"j":[["${A}",1],["${B}",1]]}`)!;
     expect(n.task).toBeNull();

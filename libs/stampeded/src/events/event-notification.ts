@@ -1,4 +1,4 @@
-import type { FailureKind } from '../interfaces/job.interface.js';
+import type { FailureKind, JobProgress } from '../interfaces/job.interface.js';
 import type { FleetJobEvent } from '../interfaces/job-event.interface.js';
 
 /**
@@ -8,23 +8,25 @@ import type { FleetJobEvent } from '../interfaces/job-event.interface.js';
  * under PostgreSQL's 8,000 bytes.
  *
  *   w  the worker that recorded the outcome (for a cancel: the one that held the job, or null)
- *   t  completed | retrying | discarded | cancelled
+ *   t  completed | retrying | discarded | cancelled | progress
  *   q  the queue, k  the task: null when too long to send (read from the table)
  *   j  [[job id, attempt], ...]
  *   f  the failure kind, d  the retry delay in ms, l  whether it was dead-lettered (failures)
+ *   p  the progress written (progress, at most 1 KB)
  */
 export interface EventNotification {
   workerId: string | null;
-  outcome: 'completed' | 'retrying' | 'discarded' | 'cancelled';
+  outcome: 'completed' | 'retrying' | 'discarded' | 'cancelled' | 'progress';
   queue: string | null;
   task: string | null;
   jobs: [id: string, attempt: number][];
   failureKind?: FailureKind;
   retryDelayMs?: number;
   deadLettered?: boolean;
+  progress?: JobProgress;
 }
 
-const OUTCOMES = new Set(['completed', 'retrying', 'discarded', 'cancelled']);
+const OUTCOMES = new Set(['completed', 'retrying', 'discarded', 'cancelled', 'progress']);
 
 /** The notification, or undefined for a payload that is not one (another writer on the channel). */
 export function parseEventNotification(payload: string): EventNotification | undefined {
@@ -47,6 +49,7 @@ export function parseEventNotification(payload: string): EventNotification | und
   if (typeof raw.f === 'string') notification.failureKind = raw.f as FailureKind;
   if (typeof raw.d === 'number') notification.retryDelayMs = raw.d;
   if (typeof raw.l === 'boolean') notification.deadLettered = raw.l;
+  if (raw.p !== undefined && raw.p !== null) notification.progress = raw.p as JobProgress;
   return notification;
 }
 
@@ -63,6 +66,10 @@ export function fleetEvents(n: EventNotification, names?: ReadonlyMap<string, { 
     const base = { origin: 'fleet' as const, jobId, queue: n.queue ?? named.queue, task: n.task ?? named.task, attempt, workerId: n.workerId };
     if (n.outcome === 'completed' || n.outcome === 'cancelled') {
       events.push({ ...base, type: n.outcome });
+      continue;
+    }
+    if (n.outcome === 'progress') {
+      events.push({ ...base, type: 'progress', progress: n.progress });
       continue;
     }
     const failure = { failureKind: n.failureKind };

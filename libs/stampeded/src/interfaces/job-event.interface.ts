@@ -55,12 +55,13 @@ export interface LocalJobEvent extends JobEventFields {
  */
 export interface FleetJobEvent extends JobEventFields {
   origin: 'fleet';
-  type: 'completed' | 'failed' | 'retrying' | 'discarded' | 'cancelled';
+  type: 'completed' | 'failed' | 'retrying' | 'discarded' | 'cancelled' | 'progress';
   job?: undefined;
   error?: undefined;
   durationMs?: undefined;
   result?: undefined;
-  progress?: undefined;
+  /** The progress written (`progress`). */
+  progress?: JobProgress;
 }
 
 /** A job event; `origin` says whether this process ran the job (`job`, `error` and `result` are then set). */

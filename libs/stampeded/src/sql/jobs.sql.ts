@@ -259,6 +259,17 @@ export const TOUCH = sql('stampeded_touch', `SELECT stampeded_touch($1, $2, $3, 
 
 export const PROGRESS = sql('stampeded_progress', `SELECT stampeded_progress($1, $2, $3, $4, $5::jsonb) AS owned`);
 
+/** PROGRESS, and its NOTIFY on the channel $7 when it was written ($6: the job's task; the progress, at most 1 KB, goes with it). */
+export const PROGRESS_NOTIFY = sql(
+  'stampeded_progress_notify',
+  `
+SELECT o.owned,
+       CASE WHEN o.owned THEN pg_notify($7, json_build_object(
+           'w', $3::uuid, 't', 'progress', 'q', ${EVENT_NAME('$1::text')}, 'k', ${EVENT_NAME('$6::text')},
+           'j', json_build_array(json_build_array($2::uuid, $4::smallint)), 'p', $5::jsonb)::text) END AS notified
+  FROM (SELECT stampeded_progress($1, $2, $3, $4, $5::jsonb) AS owned) o`,
+);
+
 export const CHECKPOINT = sql('stampeded_checkpoint', `SELECT stampeded_checkpoint($1, $2, $3, $4, $5::jsonb) AS seq`);
 
 export const CANCEL = sql('stampeded_cancel', `SELECT was, now_state, queue, worker_id FROM stampeded_cancel($1, $2)`);

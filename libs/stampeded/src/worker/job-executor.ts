@@ -10,7 +10,7 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
 import { describeError } from './describe-error.js';
 import { resultText } from './job-result.js';
-import { ProgressReporter } from './progress-reporter.js';
+import { PROGRESS_INTERVAL_MS, ProgressReporter } from './progress-reporter.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
@@ -23,6 +23,8 @@ export interface ExecutorConfig {
   control?: ControlGate;
   /** OpenTelemetry (tracing/): a span per execution, when @opentelemetry/api is installed. */
   tracer?: JobTracer;
+  /** The channel to notify the fleet of outcomes and progress on, asked at each write; undefined while nobody listens. */
+  eventsChannel?: () => string | undefined;
 }
 
 /** How a job run ended, as far as this worker knows. */
@@ -75,14 +77,21 @@ export class JobExecutor {
     progress: (entry, text, value) => {
       // Its outcome is being recorded, or it was cancelled, timed out or lost.
       if (entry.settled) return Promise.resolve(false);
-      entry.progress ??= new ProgressReporter(this.db, this.config.workerId, entry.job, {
-        onAlive: () => this.armDeadline(entry, Date.now()),
-        onLost: (reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
-        onWritten: (progress) => {
-          entry.job.progress = progress;
-          this.events.emit('progress', entry.job, { progress });
+      entry.progress ??= new ProgressReporter(
+        this.db,
+        this.config.workerId,
+        entry.job,
+        {
+          onAlive: () => this.armDeadline(entry, Date.now()),
+          onLost: (reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
+          onWritten: (progress) => {
+            entry.job.progress = progress;
+            this.events.emit('progress', entry.job, { progress });
+          },
         },
-      });
+        PROGRESS_INTERVAL_MS,
+        this.config.eventsChannel,
+      );
       return entry.progress.report(text, value);
     },
   };

@@ -5,7 +5,7 @@ import type { Job, JobProgress } from '../interfaces/job.interface.js';
 import { toJsonText } from '../queue/job-input.validator.js';
 import { LIMITS } from '../stampeded.constants.js';
 import { PROGRESS_NOT_STORABLE, PROGRESS_TOO_LARGE } from '../stampeded.messages.js';
-import { PROGRESS } from '../sql/jobs.sql.js';
+import { PROGRESS, PROGRESS_NOTIFY } from '../sql/jobs.sql.js';
 
 /**
  * The most often one job's progress is written. A handler that reports in a
@@ -76,6 +76,8 @@ export class ProgressReporter {
     private readonly job: Job,
     private readonly hooks: ProgressHooks,
     private readonly intervalMs = PROGRESS_INTERVAL_MS,
+    /** Where the fleet hears of a value written, while someone listens (see OutcomeRecorder). */
+    private readonly eventsChannel: () => string | undefined = () => undefined,
   ) {}
 
   /**
@@ -129,7 +131,12 @@ export class ProgressReporter {
   private async write(next: Pending): Promise<boolean> {
     let rows: { owned: boolean | null }[];
     try {
-      rows = await this.db.query<{ owned: boolean | null }>(PROGRESS, [this.job.queue, this.job.id, this.workerId, this.job.attempt, next.text]);
+      const values = [this.job.queue, this.job.id, this.workerId, this.job.attempt, next.text];
+      const channel = this.eventsChannel();
+      rows =
+        channel === undefined
+          ? await this.db.query<{ owned: boolean | null }>(PROGRESS, values)
+          : await this.db.query<{ owned: boolean | null }>(PROGRESS_NOTIFY, [...values, this.job.task, channel]);
     } catch (err) {
       this.logger.warn(`job ${this.job.id} (${this.job.task}): progress not written (${(err as Error).message}); it goes with the next report`);
       this.pending ??= next;

@@ -13,8 +13,6 @@ export type { RunOutcome } from './job-executor.js';
 
 export interface WorkerConfig extends ProducerConfig, ExecutorConfig {
   completionBatchSize: number;
-  /** The channel to notify the fleet of outcomes on, asked at each outcome; undefined while nobody listens. */
-  eventsChannel?: () => string | undefined;
 }
 
 /**
