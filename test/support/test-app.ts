@@ -21,7 +21,17 @@ export interface TestAppOptions {
   via?: 'typeorm' | 'connection';
 }
 
-/** Boots a Nest application context with StampededModule against `url`. */
+/**
+ * The apps this spec file booted and has not closed. A test that fails
+ * before its own app.close() would otherwise leave a worker, a LISTEN
+ * connection and its reconnect timer running into the next file.
+ */
+const openApps = new Set<INestApplicationContext>();
+afterAll(async () => {
+  for (const app of [...openApps]) await app.close().catch(() => {});
+});
+
+/** Boots a Nest application context with StampededModule against `url`; closed after the file if a test does not close it. */
 export async function bootApp(url: string, options: TestAppOptions = {}): Promise<INestApplicationContext> {
   const via = options.via ?? 'typeorm';
   const stampeded: StampededModuleOptions = {
@@ -41,6 +51,12 @@ export async function bootApp(url: string, options: TestAppOptions = {}): Promis
   })
   class TestAppModule {}
   const app = await NestFactory.createApplicationContext(TestAppModule, { logger: ['error', 'warn'], abortOnError: false });
+  openApps.add(app);
+  const close = app.close.bind(app);
+  app.close = async () => {
+    openApps.delete(app);
+    await close();
+  };
   return app;
 }
 
