@@ -2,7 +2,7 @@ import type { Provider } from '@nestjs/common';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { JOB_COLUMN_DEFAULTS } from '../stampeded.constants.js';
-import { JOB_COLUMN_DEFAULTS as READ_DEFAULTS } from '../sql/jobs.sql.js';
+import { READ_JOB_COLUMN_DEFAULTS } from '../sql/jobs.sql.js';
 import { UNREADABLE_COLUMN_DEFAULT } from '../stampeded.messages.js';
 
 /** What a job gets for each option it does not set, at any layer: the jobs table's column defaults. */
@@ -33,7 +33,7 @@ export function parseIntegerDefault(expression: string): number | undefined {
 }
 
 export async function readJobColumnDefaults(db: StampededDatabase): Promise<JobColumnDefaults> {
-  const rows = await db.query<{ name: string; expression: string }>(READ_DEFAULTS, [`${db.quotedSchema()}.stampeded_jobs`, Object.values(COLUMNS)]);
+  const rows = await db.query<{ name: string; expression: string }>(READ_JOB_COLUMN_DEFAULTS, [`${db.quotedSchema()}.stampeded_jobs`, Object.values(COLUMNS)]);
   const byColumn = new Map(rows.map((r) => [r.name, r.expression]));
   const defaults = {} as JobColumnDefaults;
   for (const [option, column] of Object.entries(COLUMNS) as [keyof JobColumnDefaults, string][]) {

@@ -322,7 +322,7 @@ SELECT w.id::text AS waited_id, j.*
  * them, as the installed schema declares them ($1: the jobs table, qualified):
  * the schema is their one home, and a batch insert cannot take DEFAULT per row.
  */
-export const JOB_COLUMN_DEFAULTS = sql(
+export const READ_JOB_COLUMN_DEFAULTS = sql(
   'stampeded_job_column_defaults',
   `SELECT a.attname AS name, pg_get_expr(d.adbin, d.adrelid) AS expression
      FROM pg_attrdef d
