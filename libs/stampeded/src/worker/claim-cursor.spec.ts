@@ -58,4 +58,29 @@ describe('ClaimCursor', () => {
     cursor.record(full({ limit: 500, taken: 400, tookMs: 25 }));
     expect(cursor.next(10)).toBeNull();
   });
+
+  it('spaces full claims out to ten times their duration once they take longer than 100 ms', () => {
+    const cursor = new ClaimCursor();
+    cursor.record(full({ tookMs: 40, at: 0 }));
+    expect(cursor.fullDue(999)).toBe(false);
+    expect(cursor.fullDue(1000)).toBe(true);
+    // A full claim that walked 400 ms of dead entries: the next is due 4 s after it came back.
+    cursor.record(full({ tookMs: 400, latestDue: 51_000, at: 1400 }));
+    expect(cursor.next(5399)).toBe(50_800);
+    expect(cursor.fullDue(5399)).toBe(false);
+    expect(cursor.fullDue(5400)).toBe(true);
+    expect(cursor.next(5400)).toBeNull();
+  });
+
+  it('has no full claim due outside cursor mode, and none while one is under way', () => {
+    const cursor = new ClaimCursor();
+    expect(cursor.fullDue(5000)).toBe(false);
+    expect(cursor.current()).toBeNull();
+    cursor.record(full({ tookMs: 40, at: 0 }));
+    expect(cursor.current()).toBe(49_800);
+    expect(cursor.fullDue(1000)).toBe(true);
+    cursor.fullStarted(1000);
+    expect(cursor.fullDue(1500)).toBe(false);
+    expect(cursor.next(1500)).toBe(49_800);
+  });
 });

@@ -68,6 +68,8 @@ export class JobProducer {
   private readonly emptyQueues = new Set<string>();
   /** Where each queue's next claim starts (NOTES.md, "The claim cursor"). */
   private readonly cursors = new Map<string, ClaimCursor>();
+  /** Full claims running beside the cursor claims, by queue (sweep()). */
+  private readonly sweeps = new Map<string, Promise<void>>();
   private readonly autoPrefetch: AutoPrefetch;
   /** Which buffered job may start now; undefined: the first. */
   private readonly startable?: (job: Job) => boolean;
@@ -149,6 +151,7 @@ export class JobProducer {
     clearInterval(this.pollTimer);
     clearTimeout(this.retryTimer);
     await this.fetching;
+    await Promise.all(this.sweeps.values());
     await Promise.all(this.buffer.takeAll().map((job) => this.runner.giveBack(job)));
   }
 
@@ -269,14 +272,53 @@ export class JobProducer {
     return undefined;
   }
 
+  private isCapped(queue: string): boolean {
+    return this.config.queueConcurrency.has(queue) || this.config.control?.capped(queue) === true;
+  }
+
   private cursorOf(queue: string): ClaimCursor {
     let cursor = this.cursors.get(queue);
     if (!cursor) this.cursors.set(queue, (cursor = new ClaimCursor()));
     return cursor;
   }
 
-  /** Claims up to `limit` due jobs of the queue for this worker; `now`, when given, is the clock they are due by. */
-  async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
+  /**
+   * The full claim that cursor mode still makes (ClaimCursor), run beside the
+   * claims from the cursor rather than in their place: it walks every dead
+   * entry a held snapshot keeps at the head of the claim index, and jobs due
+   * meanwhile are taken from the cursor instead of waiting for that walk.
+   * Its jobs join the buffer as a claim's do. Not for a capped queue, whose
+   * claims are counted one at a time.
+   */
+  private sweep(queue: string, cursor: ClaimCursor): void {
+    if (this.sweeps.has(queue)) return;
+    cursor.fullStarted();
+    const limit = Math.max(1, Math.min(this.config.claimBatchSize, this.room()));
+    const run = (async () => {
+      try {
+        const jobs = await this.claim(queue, limit, null, true);
+        if (this.stopping) {
+          await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
+          return;
+        }
+        this.buffer.add(queue, jobs);
+        this.startBuffered();
+      } catch (err) {
+        // The claims from the cursor go on; the next full claim is due as usual.
+        this.logger.debug(`a full claim of ${queue} failed: ${(err as Error)?.message ?? err}`);
+      } finally {
+        this.sweeps.delete(queue);
+      }
+    })();
+    this.sweeps.set(queue, run);
+  }
+
+  /**
+   * Claims up to `limit` due jobs of the queue for this worker; `now`, when
+   * given, is the clock they are due by; `full` claims from the head of the
+   * queue whatever the cursor says.
+   */
+  async claim(queue: string, limit: number, now: Date | null = null, full = false): Promise<Job[]> {
     if (limit <= 0) return [];
     const workerId = this.config.workerId;
     // Before the statement is sent: the deadline errs early, never late.
@@ -286,7 +328,11 @@ export class JobProducer {
     // A claim on the database's clock may start from where the last ones
     // ended (ClaimCursor); one on a test clock, or a fair one, reads it all.
     const cursor = fair || now !== null ? undefined : this.cursorOf(queue);
-    const after = cursor?.next() ?? null;
+    let after = full ? null : (cursor?.next() ?? null);
+    if (cursor && !full && after === null && cursor.current() !== null && this.started && !this.isCapped(queue)) {
+      this.sweep(queue, cursor);
+      after = cursor.current();
+    }
     let rows;
     this.claimsInFlight++;
     try {

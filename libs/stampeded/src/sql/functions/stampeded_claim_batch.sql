@@ -10,7 +10,8 @@
 -- claim index, and every claim from the head walks them all again. Jobs that
 -- appear before the cursor later (a past runAt committed late, or a job given
 -- back by the reaper with its old due time) are found by a full claim, which
--- the worker runs at least once a second in that mode. The default,
+-- the worker runs beside the cursor's claims once a second in that mode, or
+-- less often when full claims take over a tenth of that. The default,
 -- -infinity, is the full claim.
 --
 -- The claim sets dedup_scope to itself so that PostgreSQL computes the
