@@ -3,7 +3,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { FailureRecord } from '../worker/outcome-recorder.js';
 import { READ_BREAKERS, READ_TENANTS, READ_VERDICTS } from '../sql/control.sql.js';
-import type { ControlConfig } from './control.config.js';
+import { rateRulesFor, type ControlConfig } from './control.config.js';
 import { BreakerGate, type BreakerRow } from './breaker.gate.js';
 import { FairnessGate, type TenantRow } from './fairness.gate.js';
 import { VerdictGate, type VerdictRow } from './verdict.gate.js';
@@ -25,6 +25,9 @@ export class ControlGate {
   private readonly fairness?: FairnessGate;
   private timer?: NodeJS.Timeout;
   private refreshing?: Promise<void>;
+  /** Per queue, the rate-limit rules its claims pass (rateRulesFor); null for none. */
+  private readonly rules = new Map<string, string | null>();
+  private readonly freedListeners: ((queue: string) => void)[] = [];
 
   constructor(
     private readonly db: StampededDatabase,
@@ -84,14 +87,35 @@ export class ControlGate {
     return this.verdicts.rushed(queues);
   }
 
-  /** How many more jobs of the queue this worker may hold (verdict.gate.ts). */
-  room(queue: string, inFlight: () => number): number {
-    return this.verdicts.room(queue, inFlight);
+  /** How many more jobs of the queue this worker may claim: 0 while paused (verdict.gate.ts). */
+  room(queue: string): number {
+    return this.verdicts.room(queue);
   }
 
-  /** A queue whose room this gate counts, to be claimed one statement at a time. */
-  capped(queue: string): boolean {
-    return this.verdicts.capped(queue);
+  /** A queue to be claimed one statement at a time: paused, capped or rate limited. */
+  counted(queue: string): boolean {
+    return this.verdicts.counted(queue) || this.rateRules(queue) !== null;
+  }
+
+  /**
+   * A queue claimed through CLAIM_LIMITED: it has max_running, or rate limits
+   * its jobs may fall under. Its claims take only what this worker can start
+   * at once, since a claimed job counts against the cap and the windows.
+   */
+  limited(queue: string): boolean {
+    return this.verdicts.capped(queue) || this.rateRules(queue) !== null;
+  }
+
+  /** The rate-limit rules of the queue's claims, as JSON; null when none apply. */
+  rateRules(queue: string): string | null {
+    let rules = this.rules.get(queue);
+    if (rules === undefined) this.rules.set(queue, (rules = rateRulesFor(this.config.rateLimits, queue)));
+    return rules;
+  }
+
+  /** Called with a limited queue whenever one of its jobs' outcome is written here: its slot is free for the next claim. */
+  onFreed(listener: (queue: string) => void): void {
+    this.freedListeners.push(listener);
   }
 
   /** While tenants compete: which tenants to claim for, and how many each. Undefined: the plain claim. */
@@ -132,13 +156,17 @@ export class ControlGate {
 
   /** A job left this worker's hands: finished, refused or given back. */
   settled(job: Job): void {
-    this.verdicts.settled(job);
     this.fairness?.settled(job);
   }
 
-  /** The job's outcome is written (or was not ours to write). */
+  /**
+   * The job's outcome is written (or was not ours to write). Under a cap the
+   * job counted until now, so the claim for its slot goes after the write,
+   * not when the handler returned: claimed before, it would find the cap
+   * still full.
+   */
   recorded(job: Job): void {
-    this.verdicts.recorded(job);
+    if (this.verdicts.capped(job.queue)) for (const listener of this.freedListeners) listener(job.queue);
   }
 
   /** A handler threw: the breaker's deferral, or undefined when the failure is the job's own (see BreakerGate.failed). */
@@ -148,7 +176,7 @@ export class ControlGate {
 
   /** A job completed: its outcome is written, and its destination's breaker hears of the success. */
   completed(job: Job): void {
-    this.verdicts.recorded(job);
+    this.recorded(job);
     this.breakers.completed(job);
   }
 }

@@ -1,5 +1,4 @@
-import type { Job } from '../interfaces/job.interface.js';
-import { AWAITING_OUTCOME_TIMEOUT_MS, cappedRoom, obeyedVerdict, toQueueView, uncappedRoom, VerdictGate, type VerdictRow } from './verdict.gate.js';
+import { obeyedVerdict, queueRoom, toQueueView, VerdictGate, type VerdictRow } from './verdict.gate.js';
 
 const row = (over: Partial<VerdictRow> = {}): VerdictRow => ({
   queue: 'q',
@@ -8,12 +7,8 @@ const row = (over: Partial<VerdictRow> = {}): VerdictRow => ({
   fresh: true,
   decided_at: new Date(0),
   max_running: null,
-  live_running: null,
-  workers: 1,
   ...over,
 });
-
-const job = (id: string, queue = 'q') => ({ id, queue, tenantId: null, destination: null }) as Job;
 
 describe('the verdict a worker obeys', () => {
   it('is the planner’s while fresh', () => {
@@ -31,39 +26,23 @@ describe('the verdict a worker obeys', () => {
     expect(obeyedVerdict(row({ verdict: 'steady', paused: true, fresh: false, decided_at: null }))).toBe('hold');
   });
 
-  it('counts at least one worker on a queue, and reads a count the database sent as text', () => {
-    expect(toQueueView(row({ workers: 0 }), undefined).workers).toBe(1);
-    expect(toQueueView(row({ workers: null }), undefined).workers).toBe(1);
-    expect(toQueueView(row({ workers: '3' }), 2)).toMatchObject({ workers: 3, baseline: 2, paused: false });
+  it('carries the pause and the cap into the view', () => {
+    expect(toQueueView(row({ max_running: 5 }))).toEqual({ verdict: 'steady', paused: false, maxRunning: 5 });
+    expect(toQueueView(row({ paused: null }))).toMatchObject({ paused: false, maxRunning: null });
   });
 });
 
 describe('room in a queue', () => {
-  it('is none while paused or held, and unlimited otherwise', () => {
-    expect(uncappedRoom({ paused: true, verdict: 'hold' })).toBe(0);
-    expect(uncappedRoom({ paused: false, verdict: 'hold' })).toBe(0);
-    expect(uncappedRoom({ paused: false, verdict: 'rush' })).toBe(Infinity);
-    expect(uncappedRoom({ paused: false, verdict: 'steady' })).toBe(Infinity);
+  it('is none while paused, or held with no cap (a hold whose cap was just lifted)', () => {
+    expect(queueRoom({ paused: true, verdict: 'hold', maxRunning: 5 })).toBe(0);
+    expect(queueRoom({ paused: true, verdict: 'steady', maxRunning: null })).toBe(0);
+    expect(queueRoom({ paused: false, verdict: 'hold', maxRunning: null })).toBe(0);
   });
 
-  it('splits the free room under max_running between the live workers, rounding up', () => {
-    // 10 cap, 4 running, 3 workers: 6 free, 2 each.
-    expect(cappedRoom(10, 4, 3, 0, 0)).toBe(2);
-    // 7 free between 3 workers: 3 each (soft: the overshoot is documented).
-    expect(cappedRoom(10, 3, 3, 0, 0)).toBe(3);
-  });
-
-  it('adds the worker’s own jobs at the read and takes off those it holds now', () => {
-    // It held 2 when 8 ran of 10; alone, it may hold 4, so with 3 now it has room for 1.
-    expect(cappedRoom(10, 8, 1, 2, 3)).toBe(1);
-    expect(cappedRoom(10, 8, 1, 2, 4)).toBe(0);
-  });
-
-  it('over the cap, gives up each worker’s part of the excess and is never negative', () => {
-    // 3 over between 2 workers: each gives up 2.
-    expect(cappedRoom(5, 8, 2, 4, 2)).toBe(0);
-    expect(cappedRoom(5, 8, 2, 4, 1)).toBe(1);
-    expect(cappedRoom(5, 8, 2, 0, 3)).toBe(0);
+  it('is unlimited otherwise: a capped queue is held by its claim, which counts the fleet under a lock', () => {
+    expect(queueRoom({ paused: false, verdict: 'hold', maxRunning: 5 })).toBe(Infinity);
+    expect(queueRoom({ paused: false, verdict: 'rush', maxRunning: null })).toBe(Infinity);
+    expect(queueRoom({ paused: false, verdict: 'steady', maxRunning: 5 })).toBe(Infinity);
   });
 });
 
@@ -71,11 +50,11 @@ describe('VerdictGate', () => {
   it('claims from nothing of a paused queue and counts it as capped', () => {
     const gate = new VerdictGate();
     gate.apply([row({ queue: 'a', paused: true, verdict: 'hold' }), row({ queue: 'b' })]);
-    expect(gate.room('a', () => 0)).toBe(0);
-    expect(gate.capped('a')).toBe(true);
-    expect(gate.room('b', () => 0)).toBe(Infinity);
-    expect(gate.capped('b')).toBe(false);
-    expect(gate.room('unknown', () => 0)).toBe(Infinity);
+    expect(gate.room('a')).toBe(0);
+    expect(gate.counted('a')).toBe(true);
+    expect(gate.room('b')).toBe(Infinity);
+    expect(gate.counted('b')).toBe(false);
+    expect(gate.room('unknown')).toBe(Infinity);
   });
 
   it('lists the rushed queues in the order asked', () => {
@@ -85,20 +64,14 @@ describe('VerdictGate', () => {
     expect(gate.rushed(['c', 'b', 'a', 'd'])).toEqual(['c', 'a']);
   });
 
-  it('keeps counting a settled job of a capped queue until its outcome is written, or for a while', () => {
+  it('tells a capped queue, claimed through the limited claim, from a plain one', () => {
     const gate = new VerdictGate();
-    let inFlight = 2;
-    gate.apply([row({ max_running: 4, live_running: 2 })], 0);
-    expect(gate.room('q', () => inFlight)).toBe(2); // baseline 2, 2 free
-    inFlight = 1;
-    gate.settled(job('j1'), 0);
-    expect(gate.room('q', () => inFlight)).toBe(2); // the settled job still counts: 1 + 1
-    gate.recorded(job('j1'));
-    expect(gate.room('q', () => inFlight)).toBe(3);
-
-    gate.settled(job('j2'), 0);
-    gate.apply([row({ max_running: 4, live_running: 2 })], AWAITING_OUTCOME_TIMEOUT_MS + 1);
-    // The new baseline counted j2 (read before it expired); afterwards it no longer counts.
-    expect(gate.room('q', () => inFlight)).toBe(3);
+    gate.apply([row({ queue: 'a', max_running: 3 }), row({ queue: 'b' })]);
+    expect(gate.capped('a')).toBe(true);
+    expect(gate.counted('a')).toBe(true);
+    expect(gate.capped('b')).toBe(false);
+    expect(gate.capped('unknown')).toBe(false);
+    gate.apply([row({ queue: 'a' })]);
+    expect(gate.capped('a')).toBe(false);
   });
 });

@@ -95,20 +95,13 @@ export const WRITE_VERDICTS = sql(
 /**
  * A worker's view of the verdicts on its queues. Freshness is judged by the
  * database's clock, so a worker with a drifting clock reads the same verdicts
- * as its neighbours. A capped queue's claimed-plus-executing count is read
- * here too, live: the planner's count is up to a planner interval old, and
- * workers that each add their own claims since to it overshoot the cap
- * several times over (NOTES.md, "Queue caps").
+ * as its neighbours. max_running tells the worker which queues to claim
+ * through CLAIM_LIMITED, which counts the running jobs itself.
  */
 export const READ_VERDICTS = sql(
   'control_read_verdicts',
-  `SELECT queue, verdict, max_running, running, decided_at, paused,
-          (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh,
-          CASE WHEN max_running IS NOT NULL THEN
-            (SELECT count(*)::int FROM stampeded_jobs j
-              WHERE j.queue = p.queue AND j.state IN ('claimed', 'executing')) END AS live_running,
-          (SELECT count(*)::int FROM stampeded_workers w
-            WHERE p.queue = ANY (w.queues) AND w.last_heartbeat > now() - make_interval(secs => $2::float8 / 1000)) AS workers
+  `SELECT queue, verdict, max_running, decided_at, paused,
+          (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh
      FROM stampeded_queue_policies p
     WHERE queue = ANY ($1::text[])`,
 );
@@ -175,3 +168,15 @@ export const READ_TENANTS = sql(
 );
 
 export const CLAIM_FAIR = sql('control_claim_fair', `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`);
+
+/**
+ * The claim of a queue with max_running or rate limits (stampeded_claim_limited):
+ * $5 the rate-limit rules as JSON (null: none), $6 and $7 the fair claim's
+ * tenants and share (null: the plain claim). A row with no job carries
+ * held_ms: a full window frees a start after that long.
+ */
+export const CLAIM_LIMITED = sql(
+  'control_claim_limited',
+  `SELECT ${CLAIMED_COLUMNS}, held_ms
+     FROM (SELECT (l.job).*, l.held_ms FROM stampeded_claim_limited($1, $2, $3, $4, $5::jsonb, $6::text[], $7) l) c`,
+);

@@ -3,7 +3,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ControlGate } from '../control/control.gate.js';
 import { CLAIM_BATCH } from '../sql/jobs.sql.js';
-import { CLAIM_FAIR } from '../sql/control.sql.js';
+import { CLAIM_FAIR, CLAIM_LIMITED } from '../sql/control.sql.js';
 import { UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { AutoPrefetch } from './auto-prefetch.js';
@@ -81,6 +81,8 @@ export class JobProducer {
   private started = false;
   private pollTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
+  /** Per rate-limited queue: a claim when its full window frees a start. */
+  private readonly heldTimers = new Map<string, NodeJS.Timeout>();
   private claimFailures = 0;
 
   constructor(
@@ -97,6 +99,8 @@ export class JobProducer {
     // back with a delay, and under a steady load of many tenants half the
     // claimed jobs would go round that loop (docs/reliability.md, the soak).
     if (gate) this.startable = (job) => gate.withinShare(job);
+    // A capped queue's slot is free once its job's outcome is written.
+    gate?.onFreed((queue) => this.wake(queue));
   }
 
   start(): void {
@@ -150,6 +154,8 @@ export class JobProducer {
     this.stopping = true;
     clearInterval(this.pollTimer);
     clearTimeout(this.retryTimer);
+    for (const timer of this.heldTimers.values()) clearTimeout(timer);
+    this.heldTimers.clear();
     await this.fetching;
     await Promise.all(this.sweeps.values());
     await Promise.all(this.buffer.takeAll().map((job) => this.runner.giveBack(job)));
@@ -166,10 +172,14 @@ export class JobProducer {
 
   private queueRoom(queue: string): number {
     const cap = this.config.queueConcurrency.get(queue);
-    // A paused queue has no room; a max_running queue has what the planner left free.
-    const controlRoom = this.config.control ? this.config.control.room(queue, () => this.inFlight(queue)) : Infinity;
-    if (cap === undefined) return controlRoom;
-    return Math.min(controlRoom, cap - this.inFlight(queue));
+    const control = this.config.control;
+    // A paused queue has no room.
+    let room = control ? control.room(queue) : Infinity;
+    // A limited queue's claimed jobs count against its cap and windows from
+    // the claim: it takes only what can start now, not the prefetch.
+    if (control?.limited(queue)) room = Math.min(room, this.config.concurrency - this.runner.runningCount - this.buffer.length);
+    if (cap === undefined) return room;
+    return Math.min(room, cap - this.inFlight(queue));
   }
 
   private inFlight(queue: string): number {
@@ -191,7 +201,7 @@ export class JobProducer {
           while (claims.length < MAX_PARALLEL_CLAIMS) {
             const queue = this.pickQueue(reserved);
             if (queue === undefined) break;
-            const capped = this.config.queueConcurrency.has(queue) || this.config.control?.capped(queue) === true;
+            const capped = this.isCapped(queue);
             if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
             // At a trickle a second claim only races the first for the same few jobs.
             if (claims.length > 0 && this.prefetch() < this.config.claimBatchSize) break;
@@ -273,7 +283,7 @@ export class JobProducer {
   }
 
   private isCapped(queue: string): boolean {
-    return this.config.queueConcurrency.has(queue) || this.config.control?.capped(queue) === true;
+    return this.config.queueConcurrency.has(queue) || this.config.control?.counted(queue) === true;
   }
 
   private cursorOf(queue: string): ClaimCursor {
@@ -325,9 +335,11 @@ export class JobProducer {
     const sentAt = Date.now();
     // While tenants compete: a few jobs of each tenant with room here.
     const fair = this.config.control?.tenantClaim();
+    // A capped or rate-limited queue is claimed by the limited claim.
+    const limited = this.config.control?.limited(queue) === true;
     // A claim on the database's clock may start from where the last ones
-    // ended (ClaimCursor); one on a test clock, or a fair one, reads it all.
-    const cursor = fair || now !== null ? undefined : this.cursorOf(queue);
+    // ended (ClaimCursor); one on a test clock, a fair or a limited one, reads it all.
+    const cursor = fair || limited || now !== null ? undefined : this.cursorOf(queue);
     let after = full ? null : (cursor?.next() ?? null);
     if (cursor && !full && after === null && cursor.current() !== null && this.started && !this.isCapped(queue)) {
       this.sweep(queue, cursor);
@@ -336,14 +348,23 @@ export class JobProducer {
     let rows;
     this.claimsInFlight++;
     try {
-      rows = fair
-        ? await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant])
-        : await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now, after]);
+      if (limited) {
+        const rules = this.config.control!.rateRules(queue);
+        rows = await this.db.query(CLAIM_LIMITED, [queue, workerId, limit, now, rules, fair?.tenants ?? null, fair?.perTenant ?? null]);
+      } else if (fair) rows = await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant]);
+      else rows = await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now, after]);
     } catch (err) {
       if (isConnectionError(err)) this.unknownClaimsPossible = true;
       throw err;
     } finally {
       this.claimsInFlight--;
+    }
+    if (limited) {
+      const held = rows.find((row) => row.id === null);
+      if (held) {
+        rows = rows.filter((row) => row.id !== null);
+        this.claimWhenFreed(queue, Number(held.held_ms));
+      }
     }
     const jobs = rows.map((row) => toClaimedJob(row, workerId));
     if (cursor) {
@@ -359,6 +380,18 @@ export class JobProducer {
     }
     this.config.control?.claimed(jobs);
     return jobs;
+  }
+
+  /** A full rate-limit window frees a start after `ms`: claim the queue again then, not at the next poll. */
+  private claimWhenFreed(queue: string, ms: number): void {
+    if (!this.started || this.stopping || this.heldTimers.has(queue)) return;
+    const delay = Math.max(1, Math.min(ms, this.config.pollIntervalMs));
+    const timer = setTimeout(() => {
+      this.heldTimers.delete(queue);
+      this.wake(queue);
+    }, delay);
+    timer.unref?.();
+    this.heldTimers.set(queue, timer);
   }
 
   private startBuffered(): void {

@@ -27,6 +27,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 7, name: 'queue_pause', file: '0007_queue_pause.sql' },
   { version: 8, name: 'backoff_base', file: '0008_backoff_base.sql' },
   { version: 9, name: 'results', file: '0009_results.sql' },
+  { version: 10, name: 'rate_limits', file: '0010_rate_limits.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;

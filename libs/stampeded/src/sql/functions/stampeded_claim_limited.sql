@@ -1,0 +1,230 @@
+-- The claim of a queue under a limit: its max_running (the policy row) and
+-- the rate limits of its jobs (p_rules), held for the whole fleet. A queue
+-- with neither is claimed by stampeded_claim_batch alone, and pays nothing
+-- for this.
+--
+-- max_running: claims of a capped queue take a transaction lock of the
+-- queue's own, count its claimed and executing jobs, and take no more than
+-- the room left; the next claim waits for this one's commit and counts what
+-- it took. The cap is exact across processes: no two claims share the same
+-- free slot. Jobs are then claimed as stampeded_claim_batch (or, while
+-- tenants compete, stampeded_claim_fair) would, so a capped queue keeps the
+-- claim order and whatever else the plain claim does.
+--
+-- Rate limits: p_rules maps a kind ('queue', 'task', 'tenant',
+-- 'destination') to values, each to {"limit": n, "ms": period}; the value
+-- '*' applies to every value not named, each with a window of its own. A job
+-- is claimed only while every key it falls under ('task:send', 'tenant:acme',
+-- ...) has fewer than `limit` starts in the `ms` before the claim time
+-- (stampeded_rate_limits: a sliding window, exact to the claim). The keys'
+-- rows are locked in key order, so two claims never take the same room and
+-- never deadlock. A job whose key is full is not claimed at all: it spends
+-- no attempt and no deferral, and it stays where it is in the claim order.
+--
+-- A claim held back by a full window returns one more row, with a NULL job
+-- and held_ms, the time until the first full window frees a start: the
+-- worker claims again then, rather than at its next poll.
+CREATE OR REPLACE FUNCTION stampeded_claim_limited(
+    p_queue      text,
+    p_worker_id  uuid,
+    p_limit      integer,
+    p_now        timestamptz,
+    p_rules      jsonb,
+    p_tenants    text[],
+    p_per_tenant integer
+) RETURNS TABLE (job stampeded_jobs, held_ms integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_room    integer := p_limit;
+    v_cap     integer;
+    v_now     timestamptz;
+    v_ids     uuid[];
+    v_full    text[];
+    v_held    timestamptz;
+    c_ids     uuid[];
+    c_keys    text[];   -- per candidate, its keys with a rule, as 'k1|k2|...'
+    v_keys    text[];
+    v_limits  integer[];
+    v_ms      float8[];
+    v_left    integer[];
+    v_took    integer[];
+    v_take    uuid[] := '{}';
+    v_job_keys text[];
+    v_ok      boolean;
+    v_pos     integer;
+    k         text;
+    i         integer;
+    r         record;
+BEGIN
+    IF p_limit IS NULL OR p_limit <= 0 THEN
+        RETURN;
+    END IF;
+
+    SELECT pol.max_running INTO v_cap FROM stampeded_queue_policies pol WHERE pol.queue = p_queue;
+    IF v_cap IS NOT NULL THEN
+        -- Every statement below reads a snapshot taken after the lock: the
+        -- claims that held it before are counted.
+        PERFORM pg_advisory_xact_lock(hashtextextended('stampeded.max_running.' || p_queue, 0));
+        SELECT least(v_room, v_cap - count(*)::int) INTO v_room
+          FROM stampeded_jobs j
+         WHERE j.queue = p_queue AND j.state IN ('claimed', 'executing');
+        IF v_room <= 0 THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    IF p_rules IS NULL THEN
+        IF p_tenants IS NULL THEN
+            v_ids := ARRAY(SELECT b.id FROM stampeded_claim_batch(p_queue, p_worker_id, v_room, p_now) b);
+        ELSE
+            v_ids := ARRAY(SELECT f.id FROM stampeded_claim_fair(p_queue, p_worker_id, v_room, p_now, p_tenants, p_per_tenant) f);
+        END IF;
+        RETURN QUERY SELECT j, NULL::integer FROM stampeded_jobs j WHERE j.queue = p_queue AND j.id = ANY (v_ids);
+        RETURN;
+    END IF;
+
+    -- The windows' clock: read after the cap's lock, so that claims that
+    -- waited on each other log their starts in the order they took them.
+    v_now := coalesce(p_now, clock_timestamp());
+    SELECT array_agg(rl.key), min(rl.full_until) INTO v_full, v_held
+      FROM stampeded_rate_limits rl WHERE rl.full_until > v_now;
+    v_full := coalesce(v_full, '{}');
+    IF ('queue:' || p_queue) = ANY (v_full) THEN
+        RETURN QUERY SELECT NULL::stampeded_jobs, ceil(extract(epoch FROM v_held - v_now) * 1000)::integer;
+        RETURN;
+    END IF;
+
+    -- Candidates: a few times the room, in claim order, leaving out the jobs
+    -- of full keys, each with the keys it falls under that have a rule.
+    WITH c AS MATERIALIZED (
+        SELECT j.id, j.priority, j.scheduled_at, j.task, j.tenant_id, j.destination
+          FROM stampeded_jobs j
+         WHERE j.queue        = p_queue
+           AND j.state        IN ('available', 'retryable')
+           AND j.scheduled_at <= v_now
+           AND j.attempt      < j.max_attempts
+           AND NOT (('task:' || j.task) = ANY (v_full))
+           AND (j.tenant_id IS NULL OR NOT (('tenant:' || j.tenant_id) = ANY (v_full)))
+           AND (j.destination IS NULL OR NOT (('destination:' || j.destination) = ANY (v_full)))
+         ORDER BY j.priority, j.scheduled_at
+         LIMIT least(greatest(v_room * 4, 20), 1000)
+         FOR UPDATE SKIP LOCKED
+    ),
+    keyed AS (
+        SELECT c.id, c.priority, c.scheduled_at,
+               (SELECT coalesce(string_agg(kv.kind || ':' || kv.val, '|' ORDER BY kv.kind), '')
+                  FROM (VALUES ('destination', c.destination), ('queue', p_queue), ('task', c.task), ('tenant', c.tenant_id)) AS kv(kind, val)
+                 WHERE kv.val IS NOT NULL
+                   AND coalesce(p_rules -> kv.kind -> kv.val, p_rules -> kv.kind -> '*') IS NOT NULL) AS keys
+          FROM c
+    )
+    SELECT array_agg(keyed.id ORDER BY keyed.priority, keyed.scheduled_at, keyed.id),
+           array_agg(keyed.keys ORDER BY keyed.priority, keyed.scheduled_at, keyed.id)
+      INTO c_ids, c_keys
+      FROM keyed;
+    IF c_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    v_keys := ARRAY(SELECT DISTINCT u.key FROM unnest(c_keys) AS ck(keys), unnest(string_to_array(ck.keys, '|')) AS u(key)
+                     WHERE u.key <> '' ORDER BY 1);
+    -- Every key's row exists before any is locked; both in key order.
+    INSERT INTO stampeded_rate_limits (key) SELECT u.key FROM unnest(v_keys) AS u(key) ORDER BY 1 ON CONFLICT (key) DO NOTHING;
+    v_limits := array_fill(0, ARRAY[cardinality(v_keys)]);
+    v_ms     := array_fill(0::float8, ARRAY[cardinality(v_keys)]);
+    v_left   := array_fill(0, ARRAY[cardinality(v_keys)]);
+    v_took   := array_fill(0, ARRAY[cardinality(v_keys)]);
+    FOR r IN
+        SELECT rl.key, rl.started_at, rl.started,
+               coalesce(p_rules -> split_part(rl.key, ':', 1) -> substr(rl.key, strpos(rl.key, ':') + 1),
+                        p_rules -> split_part(rl.key, ':', 1) -> '*') AS rule
+          FROM stampeded_rate_limits rl
+         WHERE rl.key = ANY (v_keys)
+         ORDER BY rl.key
+           FOR UPDATE
+    LOOP
+        v_pos := array_position(v_keys, r.key);
+        v_limits[v_pos] := (r.rule ->> 'limit')::integer;
+        v_ms[v_pos] := (r.rule ->> 'ms')::float8;
+        v_left[v_pos] := v_limits[v_pos] - coalesce((
+            SELECT sum(l.n) FROM unnest(r.started_at, r.started) AS l(at, n)
+             WHERE l.at > v_now - make_interval(secs => v_ms[v_pos] / 1000)), 0)::integer;
+    END LOOP;
+
+    -- In claim order, each job whose keys all have room, up to the room.
+    FOR i IN 1 .. cardinality(c_ids) LOOP
+        EXIT WHEN cardinality(v_take) >= v_room;
+        v_job_keys := string_to_array(c_keys[i], '|');
+        v_ok := true;
+        FOREACH k IN ARRAY v_job_keys LOOP
+            IF k <> '' AND v_left[array_position(v_keys, k)] <= 0 THEN
+                v_ok := false;
+            END IF;
+        END LOOP;
+        IF v_ok THEN
+            v_take := v_take || c_ids[i];
+            FOREACH k IN ARRAY v_job_keys LOOP
+                IF k <> '' THEN
+                    v_pos := array_position(v_keys, k);
+                    v_left[v_pos] := v_left[v_pos] - 1;
+                    v_took[v_pos] := v_took[v_pos] + 1;
+                END IF;
+            END LOOP;
+        ELSE
+            v_held := coalesce(v_held, v_now + interval '1 second');
+        END IF;
+    END LOOP;
+
+    -- Each key's log: this claim's starts appended, pairs out of the window
+    -- (and a margin for a claim that read its clock before waiting on a
+    -- lock) dropped; full_until set while the window is full.
+    UPDATE stampeded_rate_limits rl
+       SET (started_at, started) = (
+               SELECT coalesce(array_agg(l.at ORDER BY l.at), '{}'), coalesce(array_agg(l.n ORDER BY l.at), '{}')
+                 FROM (SELECT x.at, x.n FROM unnest(rl.started_at, rl.started) AS x(at, n)
+                        WHERE x.at > v_now - make_interval(secs => t.ms / 1000 + 5)
+                       UNION ALL
+                       SELECT v_now, t.took WHERE t.took > 0) l),
+           full_until = CASE WHEN t.left_ > 0 THEN NULL ELSE (
+               SELECT min(l.at) + make_interval(secs => t.ms / 1000)
+                 FROM (SELECT x.at FROM unnest(rl.started_at) AS x(at)
+                        WHERE x.at > v_now - make_interval(secs => t.ms / 1000)
+                       UNION ALL
+                       SELECT v_now WHERE t.took > 0) l) END,
+           updated_at = v_now
+      FROM unnest(v_keys, v_took, v_left, v_ms) AS t(key, took, left_, ms)
+     WHERE rl.key = t.key
+       AND (t.took > 0 OR (t.left_ <= 0 AND (rl.full_until IS NULL OR rl.full_until <= v_now)));
+    -- A key this claim filled holds the next claim until it frees; a claim
+    -- that took its whole room is not held.
+    SELECT least(v_held, min(rl.full_until)) INTO v_held
+      FROM stampeded_rate_limits rl WHERE rl.key = ANY (v_keys) AND rl.full_until > v_now;
+    IF cardinality(v_take) >= v_room THEN
+        v_held := NULL;
+    END IF;
+
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE stampeded_jobs j
+           SET state        = 'executing',
+               attempt      = j.attempt + 1,
+               heartbeat_at = v_now,
+               claimed_by   = p_worker_id,
+               claimed_at   = v_now,
+               dedup_scope  = j.dedup_scope,
+               attempted_by = array_append(
+                   CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= 10
+                        THEN j.attempted_by[coalesce(array_length(j.attempted_by,1),0) - 8 :]
+                        ELSE j.attempted_by
+                   END,
+                   p_worker_id::text)
+         WHERE j.queue = p_queue
+           AND j.id    = ANY (v_take)
+        RETURNING j
+    )
+    SELECT claimed.j, NULL::integer FROM claimed
+    UNION ALL
+    SELECT NULL::stampeded_jobs, greatest(1, ceil(extract(epoch FROM v_held - v_now) * 1000))::integer WHERE v_held IS NOT NULL;
+END;
+$$;
