@@ -1,5 +1,5 @@
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { CONTROL_DEFAULTS, breakerConfigFor, resolveControlConfig, validateQueuePolicy } from './control.config.js';
+import { CONTROL_DEFAULTS, breakerConfigFor, rateRulesFor, resolveControlConfig, validateQueuePolicy } from './control.config.js';
 
 const refused = (message: string) => new StampededConfigError(`StampededModule.forRoot(): control.${message}.`);
 
@@ -12,6 +12,7 @@ describe('resolveControlConfig', () => {
       breakerDefault: CONTROL_DEFAULTS.breaker,
       breakers: new Map(),
       fairness: null,
+      rateLimits: new Map(),
     });
     expect(resolveControlConfig({ fairness: false }).fairness).toBeNull();
   });
@@ -61,7 +62,7 @@ describe('resolveControlConfig', () => {
   it('refuses unknown options at every level, listing the allowed ones', () => {
     expect(() => resolveControlConfig({ planner: 1 } as never)).toThrow(
       new StampededConfigError(
-        'StampededModule.forRoot(): control: unknown option "planner". Allowed: plannerInterval, freshness, refreshInterval, breakers, fairness.',
+        'StampededModule.forRoot(): control: unknown option "planner". Allowed: plannerInterval, freshness, refreshInterval, breakers, fairness, rateLimits.',
       ),
     );
     expect(() => resolveControlConfig({ breakers: { perDestination: {} } } as never)).toThrow(
@@ -89,8 +90,50 @@ describe('resolveControlConfig', () => {
     [{ fairness: { maxRunning: { a: 1.5 } } }, 'fairness.maxRunning.a must be a whole number greater than 0, got 1.5'],
     [{ fairness: { maxRunning: 0 } }, 'fairness.maxRunning must be a whole number greater than 0, got 0'],
     [{ plannerInterval: 0 }, 'plannerInterval must be a duration of at least 1 ms, got 0'],
+    [{ rateLimits: { queues: { q: { limit: 0, per: '1s' } } } }, 'rateLimits.queues.q.limit must be a whole number greater than 0, got 0'],
+    [{ rateLimits: { tasks: { t: { limit: 5 } } } }, `rateLimits.tasks.t.per is required: the window the limit counts starts in, such as '1s' or '1m'`],
+    [
+      { rateLimits: { tenants: { '*': { limit: 5, per: 'soon' } } } },
+      `rateLimits.tenants.*.per must be milliseconds or a duration such as '90s', '1h' or '7d', got "soon"`,
+    ],
+    [{ rateLimits: { destinations: { api: 10 } } }, 'rateLimits.destinations.api must be an object, got 10'],
   ])('refuses %j, naming the option', (options, message) => {
     expect(() => resolveControlConfig(options as never)).toThrow(refused(message));
+  });
+});
+
+describe('rate limits', () => {
+  it('resolves each kind to limits with their windows in ms, and refuses unknown options', () => {
+    const config = resolveControlConfig({
+      rateLimits: { queues: { emails: { limit: 100, per: '1s' } }, tenants: { '*': { limit: 10, per: 60_000 }, acme: { limit: 50, per: '1m' } } },
+    });
+    expect(config.rateLimits).toEqual(
+      new Map([
+        ['queue', new Map([['emails', { limit: 100, ms: 1000 }]])],
+        [
+          'tenant',
+          new Map([
+            ['*', { limit: 10, ms: 60_000 }],
+            ['acme', { limit: 50, ms: 60_000 }],
+          ]),
+        ],
+      ]),
+    );
+    expect(() => resolveControlConfig({ rateLimits: { queue: {} } } as never)).toThrow(
+      new StampededConfigError('StampededModule.forRoot(): control.rateLimits: unknown option "queue". Allowed: queues, tasks, tenants, destinations.'),
+    );
+    expect(() => resolveControlConfig({ rateLimits: { tasks: { t: { max: 1, per: '1s' } } } } as never)).toThrow(
+      new StampededConfigError('StampededModule.forRoot(): control.rateLimits.tasks.t: unknown option "max". Allowed: limit, per.'),
+    );
+  });
+
+  it("passes a claim the queue's own limit (or '*') and every task, tenant and destination limit; none without limits", () => {
+    const config = resolveControlConfig({
+      rateLimits: { queues: { emails: { limit: 100, per: '1s' }, '*': { limit: 5, per: '1s' } }, tasks: { send: { limit: 2, per: '1m' } } },
+    }).rateLimits;
+    expect(JSON.parse(rateRulesFor(config, 'emails')!)).toEqual({ queue: { emails: { limit: 100, ms: 1000 } }, task: { send: { limit: 2, ms: 60_000 } } });
+    expect(JSON.parse(rateRulesFor(config, 'other')!)).toEqual({ queue: { other: { limit: 5, ms: 1000 } }, task: { send: { limit: 2, ms: 60_000 } } });
+    expect(rateRulesFor(resolveControlConfig({}).rateLimits, 'emails')).toBeNull();
   });
 });
 

@@ -1,7 +1,7 @@
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { INVALID_CONTROL_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { durationMs } from '../maintenance/maintenance.config.js';
-import type { BreakerOptions, ControlOptions, QueuePolicy } from '../interfaces/control.interface.js';
+import type { BreakerOptions, ControlOptions, QueuePolicy, RateLimit } from '../interfaces/control.interface.js';
 
 export interface BreakerConfig {
   enabled: boolean;
@@ -18,6 +18,13 @@ export interface FairnessConfig {
   retryDelayMs: number;
 }
 
+/** The kinds of key a rate limit counts by, as stampeded_claim_limited's rules name them. */
+export const RATE_LIMIT_KINDS = { queues: 'queue', tasks: 'task', tenants: 'tenant', destinations: 'destination' } as const;
+export type RateLimitKind = (typeof RATE_LIMIT_KINDS)[keyof typeof RATE_LIMIT_KINDS];
+
+/** Per kind, per value (or '*'): the limit and its window in ms. */
+export type RateLimitConfig = Map<RateLimitKind, Map<string, { limit: number; ms: number }>>;
+
 /** Every queue-control setting, resolved. */
 export interface ControlConfig {
   plannerIntervalMs: number;
@@ -26,6 +33,7 @@ export interface ControlConfig {
   breakerDefault: BreakerConfig;
   breakers: Map<string, BreakerConfig>;
   fairness: FairnessConfig | null;
+  rateLimits: RateLimitConfig;
 }
 
 /**
@@ -44,7 +52,8 @@ export const CONTROL_DEFAULTS = {
   fairnessRetryDelayMs: 1000,
 } as const;
 
-const OPTION_NAMES = ['plannerInterval', 'freshness', 'refreshInterval', 'breakers', 'fairness'] as const;
+const OPTION_NAMES = ['plannerInterval', 'freshness', 'refreshInterval', 'breakers', 'fairness', 'rateLimits'] as const;
+const RATE_LIMIT_NAMES = ['limit', 'per'] as const;
 const BREAKER_OPTION_NAMES = ['threshold', 'window', 'cooldown', 'enabled'] as const;
 const FAIRNESS_OPTION_NAMES = ['weights', 'maxRunning', 'retryDelay'] as const;
 
@@ -91,6 +100,7 @@ export function resolveControlConfig(options: ControlOptions | undefined): Contr
     breakerDefault: CONTROL_DEFAULTS.breaker,
     breakers: new Map(),
     fairness: null,
+    rateLimits: new Map(),
   };
   if (config.freshnessMs <= config.plannerIntervalMs) {
     throw fail(
@@ -133,7 +143,46 @@ export function resolveControlConfig(options: ControlOptions | undefined): Contr
         f.retryDelay === undefined ? CONTROL_DEFAULTS.fairnessRetryDelayMs : durationMs('fairness.retryDelay', f.retryDelay, INVALID_CONTROL_OPTION),
     };
   }
+  if (o.rateLimits !== undefined) config.rateLimits = resolveRateLimits(o.rateLimits);
   return config;
+}
+
+function resolveRateLimits(options: unknown): RateLimitConfig {
+  const o = record('rateLimits', options);
+  const names = Object.keys(RATE_LIMIT_KINDS);
+  const bad = Object.keys(o).filter((k) => !names.includes(k));
+  if (bad.length) throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): control.rateLimits', bad, names));
+  const config: RateLimitConfig = new Map();
+  for (const [group, kind] of Object.entries(RATE_LIMIT_KINDS)) {
+    if (o[group] === undefined) continue;
+    const limits = new Map<string, { limit: number; ms: number }>();
+    for (const [name, value] of Object.entries(record(`rateLimits.${group}`, o[group]))) {
+      const where = `rateLimits.${group}.${name}`;
+      const limit = record(where, value) as unknown as RateLimit;
+      const unknown = Object.keys(limit).filter((k) => !(RATE_LIMIT_NAMES as readonly string[]).includes(k));
+      if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`StampededModule.forRoot(): control.${where}`, unknown, RATE_LIMIT_NAMES));
+      if (limit.per === undefined) throw fail(`${where}.per`, `is required: the window the limit counts starts in, such as '1s' or '1m'`);
+      limits.set(name, { limit: positive(`${where}.limit`, limit.limit), ms: durationMs(`${where}.per`, limit.per, INVALID_CONTROL_OPTION) });
+    }
+    if (limits.size) config.set(kind, limits);
+  }
+  return config;
+}
+
+/**
+ * The rules of stampeded_claim_limited for a claim of this queue, as JSON:
+ * the queue's own limit, and every task, tenant and destination limit (any
+ * of the queue's jobs may fall under one). Null: the queue has none.
+ */
+export function rateRulesFor(config: RateLimitConfig, queue: string): string | null {
+  const rules: Record<string, Record<string, { limit: number; ms: number }>> = {};
+  for (const [kind, limits] of config) {
+    if (kind === 'queue') {
+      const own = limits.get(queue) ?? limits.get('*');
+      if (own) rules.queue = { [queue]: own };
+    } else rules[kind] = Object.fromEntries(limits);
+  }
+  return Object.keys(rules).length ? JSON.stringify(rules) : null;
 }
 
 export function breakerConfigFor(config: ControlConfig, destination: string): BreakerConfig {

@@ -2,7 +2,7 @@ import type { Duration } from './maintenance.interface.js';
 
 /** A queue's policy: in registerQueue({ policy }) or QueueControlService.setPolicy(). */
 export interface QueuePolicy {
-  /** Claimed plus executing across the fleet. Soft: docs/queue-control.md has the measured overshoot. */
+  /** Claimed plus executing across the fleet, held exactly by the claim (docs/queue-control.md). */
   maxRunning?: number | null;
   /** How long the next job in claim order may wait before the queue is rushed. */
   maxWaitSecs?: number | null;
@@ -28,6 +28,26 @@ export interface FairnessOptions {
   retryDelay?: Duration;
 }
 
+/** At most `limit` jobs started in any `per` (a sliding window over claim times), across the fleet. */
+export interface RateLimit {
+  limit: number;
+  /** The window, e.g. '1s', '1m', or milliseconds. */
+  per: Duration;
+}
+
+/**
+ * Rate limits by what a job is: its queue, its task, its tenant, its
+ * destination. Under `tenants` and `destinations`, `'*'` gives every one not
+ * named a window of its own. A job runs only while every limit it falls
+ * under has room; until then it waits unclaimed, spending no attempt.
+ */
+export interface RateLimitOptions {
+  queues?: Record<string, RateLimit>;
+  tasks?: Record<string, RateLimit>;
+  tenants?: Record<string, RateLimit>;
+  destinations?: Record<string, RateLimit>;
+}
+
 export interface ControlOptions {
   /** How often the maintenance leader re-decides every queue's verdict. Default 2000 ms. */
   plannerInterval?: Duration;
@@ -39,6 +59,8 @@ export interface ControlOptions {
   breakers?: { default?: BreakerOptions; destinations?: Record<string, BreakerOptions> };
   /** Per-tenant fair share of the running slots. Off unless set: `true` for equal shares. */
   fairness?: boolean | FairnessOptions;
+  /** Jobs started per period, per queue, task, tenant or destination. None unless set. */
+  rateLimits?: RateLimitOptions;
 }
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
