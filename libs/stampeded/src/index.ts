@@ -22,6 +22,7 @@ export type { AppliedChanges, MigrationFile } from './sql/migrations/migrations.
 export { stampededMigrations } from './sql/migrations/typeorm-migrations.js';
 export {
   StampededConfigError,
+  SeedMismatchError,
   InvalidJobError,
   UnrecoverableError,
   RetryAfterError,

@@ -29,6 +29,23 @@ export const SCHEMA_BEHIND = (schema: string, pending: { migrations: { version: 
     .join('; ') +
   `. Run the pending migrations (migrations: 'auto', migrate(), \`stampeded migrate\`, or your DataSource's migrations with stampededMigrations()).`;
 
+export const SEED_INSTALL_DIFFERS = (schema: string, differences: string[], listed: number) =>
+  `Schema "${schema}" holds Stampeded tables or functions that no Stampeded migration recorded (an install of the ` +
+  `"stampeded 0.3.1" schema made by another runtime?), but they are not exactly that schema, so they were not adopted as migration 1 ` +
+  `and nothing was changed. Make them match it (restore what is missing or changed from the seed's SQL, ` +
+  `dist/sql/migrations/0001_seed.sql in @stampeded/nestjs; drop what is not the seed's) and migrate again, or install Stampeded ` +
+  `in a schema of its own (the schema option). What differs:\n` +
+  differences
+    .slice(0, listed)
+    .map((d) => `  - ${d}`)
+    .join('\n') +
+  (differences.length > listed ? `\n  ... and ${differences.length - listed} more` : '');
+
+export const SEED_NOT_ADOPTED = (schema: string) =>
+  `Schema "${schema}" holds Stampeded's tables, but no Stampeded migration is recorded there: another runtime installed the ` +
+  `"stampeded 0.3.1" schema. Run the migrations once (StampededModule.forRoot({ migrations: 'auto' }), migrate(), ` +
+  `\`stampeded migrate\`, or stampededMigrations()): they check that it is that schema, record it as migration 1 and apply the rest.`;
+
 export const UNREADABLE_COLUMN_DEFAULT = (schema: string, column: string, expression: string | undefined) =>
   `Schema "${schema}": stampeded_jobs.${column} ` +
   (expression === undefined ? 'has no default' : `has the default ${expression}, which is not an integer constant`) +

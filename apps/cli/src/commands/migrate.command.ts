@@ -23,6 +23,8 @@ export function registerMigrate(program: Command): void {
         });
       } catch (err) {
         const message = (err as Error).message ?? '';
+        // Every difference it found, one a line: the user fixes them all before the next try.
+        if ((err as Error).name === 'SeedMismatchError') throw new CliError(message, EXIT.database);
         if ((err as Error).name === 'StampededConfigError') {
           const version = /PostgreSQL (\S+?)\.? Upgrade/.exec(message)?.[1];
           throw new CliError(version ? SERVER_TOO_OLD(version) : message.split('\n')[0], EXIT.database);
@@ -35,10 +37,14 @@ export function registerMigrate(program: Command): void {
         version: LATEST_VERSION,
         applied: applied.migrations.map((m) => ({ version: m.version, name: m.name })),
         functions: applied.functions,
+        adopted: applied.adopted ? { version: applied.adopted.version, name: applied.adopted.name } : null,
       };
+      const adopted = applied.adopted
+        ? `adopted the seed schema ("stampeded 0.3.1") already installed in schema "${options.schema}" as migration ${applied.adopted.version}; `
+        : '';
       emit(options, result, () =>
-        applied.migrations.length || applied.functions.length
-          ? `schema "${options.schema}" migrated to version ${LATEST_VERSION}: applied ${applied.migrations.length} migration(s) ` +
+        applied.migrations.length || applied.functions.length || applied.adopted
+          ? `${adopted}schema "${options.schema}" migrated to version ${LATEST_VERSION}: applied ${applied.migrations.length} migration(s) ` +
             `and ${applied.functions.length} function(s) in ${Date.now() - started} ms`
           : `schema "${options.schema}" is up to date (version ${LATEST_VERSION})`,
       );

@@ -2,7 +2,7 @@ import { Logger, type Provider } from '@nestjs/common';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
-import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED } from '../stampeded.messages.js';
+import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED, SEED_NOT_ADOPTED } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { assertSchemaName, assertServerVersion, pendingChanges } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
@@ -24,6 +24,12 @@ function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource 
   // The app's connection settings (host, credentials, ssl, ...), in a pool of our own.
   const { max: _max, min: _min, ...config } = master.options;
   return config;
+}
+
+/** Whether the schema holds the seed's jobs table, as an install that no migration of ours recorded (another runtime's) does. */
+async function seedTablesIn(run: (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>, schema: string): Promise<boolean> {
+  const [row] = await run(`SELECT to_regclass(format('%I.stampeded_jobs', $1::text)) IS NOT NULL AS present`, [schema]);
+  return row.present === true;
 }
 
 /**
@@ -53,11 +59,12 @@ export function createDatabaseProvider(): Provider {
         await assertServerVersion(run);
         if (options.migrations === 'auto') {
           const applied = await migrate(config, { schema });
+          if (applied.adopted) logger.log(`adopted the seed schema ("stampeded 0.3.1") already installed in schema "${schema}" as migration 1`);
           if (applied.migrations.length) logger.log(`migrated schema "${schema}": ${applied.migrations.map((m) => `${m.version}_${m.name}`).join(', ')}`);
           if (applied.functions.length) logger.log(`updated functions in schema "${schema}": ${applied.functions.join(', ')}`);
         }
         const pending = await pendingChanges(run, schema);
-        if (!pending) throw new StampededConfigError(SCHEMA_NOT_MIGRATED(schema));
+        if (!pending) throw new StampededConfigError((await seedTablesIn(run, schema)) ? SEED_NOT_ADOPTED(schema) : SCHEMA_NOT_MIGRATED(schema));
         if (pending.migrations.length || pending.functions.length) throw new StampededConfigError(SCHEMA_BEHIND(schema, pending));
         return db;
       } catch (err) {

@@ -3,6 +3,21 @@ export class StampededConfigError extends Error {
   override name = 'StampededConfigError';
 }
 
+/**
+ * Migrations refused to adopt a schema that holds Stampeded objects but not
+ * exactly those of the seed (migration 1): nothing was written. `differences`
+ * lists each one, as the message does.
+ */
+export class SeedMismatchError extends StampededConfigError {
+  override name = 'SeedMismatchError';
+  constructor(
+    message: string,
+    readonly differences: string[],
+  ) {
+    super(message);
+  }
+}
+
 /** An enqueue, cancel or retry refused before anything was written. */
 export class InvalidJobError extends StampededConfigError {
   override name = 'InvalidJobError';

@@ -4,6 +4,7 @@ import { REQUIRED_SERVER_VERSION_NUM } from '../../stampeded.constants.js';
 import { SERVER_TOO_OLD } from '../../stampeded.messages.js';
 import { StampededConfigError } from '../../errors/stampeded.errors.js';
 import { quoteIdent } from '../statement.js';
+import { seedInstalledByAnother } from './seed-adoption.js';
 
 export interface MigrationFile {
   version: number;
@@ -144,6 +145,11 @@ CREATE TABLE IF NOT EXISTS stampeded_schema_functions (
 export interface AppliedChanges {
   migrations: MigrationFile[];
   functions: string[];
+  /**
+   * Present when the schema held the seed installed by another runtime: the
+   * migration (1, the seed) recorded as applied without running it.
+   */
+  adopted?: MigrationFile;
 }
 
 /**
@@ -178,6 +184,8 @@ export async function applyMigrations(
   await run(RENUMBER[2]);
   const done = new Set((await run(`SELECT version FROM stampeded_schema_migrations`)).map((r) => Number(r.version)));
   const applied: AppliedChanges = { migrations: [], functions: [] };
+  const adopted = await adoptSeedInstall(run, done, options.upTo);
+  if (adopted) applied.adopted = adopted;
   for (const migration of MIGRATION_FILES) {
     if (options.upTo !== undefined && migration.version > options.upTo) break;
     if (done.has(migration.version)) continue;
@@ -190,6 +198,22 @@ export async function applyMigrations(
   if (MIGRATION_FILES.every((m) => done.has(m.version))) applied.functions = await applyFunctions(run);
   if (applied.migrations.length || applied.functions.length) await run(PIN_SEARCH_PATH);
   return applied;
+}
+
+/**
+ * Records migration 1 without running it when the schema already holds the
+ * seed, made by another runtime (see seed-adoption.ts): called under the
+ * runner's lock, so that of two processes migrating at once one adopts and
+ * the other finds migration 1 recorded. Refuses, before anything is written,
+ * a schema whose stampeded_* objects are not exactly the seed's.
+ */
+async function adoptSeedInstall(run: SqlRunner, done: Set<number>, upTo: number | undefined): Promise<MigrationFile | undefined> {
+  const seed = MIGRATION_FILES[0];
+  if (done.has(seed.version) || (upTo !== undefined && upTo < seed.version)) return undefined;
+  if (!(await seedInstalledByAnother(run, () => run(migrationSql(seed.file))))) return undefined;
+  await run(`INSERT INTO stampeded_schema_migrations (version, name) VALUES ($1, $2)`, [seed.version, seed.name]);
+  done.add(seed.version);
+  return seed;
 }
 
 /**

@@ -1,0 +1,298 @@
+import { SEED_INSTALL_DIFFERS } from '../../stampeded.messages.js';
+import { SeedMismatchError } from '../../errors/stampeded.errors.js';
+import { quoteIdent } from '../statement.js';
+import type { SqlRunner } from './migrations.js';
+
+/**
+ * Adopting an install of the seed that another runtime made.
+ *
+ * Migration 1 is the "stampeded 0.3.1" schema verbatim, and runtimes in other
+ * languages install it by running its SQL as-is: such a database holds the
+ * seed's tables, functions and jobs, and no record of our migrations. Running
+ * migration 1 there fails on its first CREATE TABLE. Instead, when migration
+ * 1 is not recorded and the schema already holds stampeded_* objects, they
+ * are compared with migration 1 as this server builds it; exactly equal, they
+ * are recorded as migration 1 and the later migrations apply to them as to
+ * any install of ours. Anything else is refused, naming each difference,
+ * before anything is written.
+ *
+ * The reference is built, not shipped: migration 1 runs in a scratch schema
+ * inside a savepoint that is rolled back, and both schemas are described by
+ * the same catalog query. The catalog's text forms (defaults, constraint and
+ * index definitions, NOT NULL constraints, which only PostgreSQL 18 lists as
+ * constraints) differ between server versions, and so may the form migration
+ * 1 takes on each; built on the server at hand, like is compared with like,
+ * and there is no copy of the seed's shape to keep in step with its SQL.
+ *
+ * Not compared: storage parameters and UNLOGGED (the seed itself tells
+ * operators to tune both), owners and grants, and the functions' settings
+ * (the runner pins every function's search_path after it applies anything).
+ * Every partition of stampeded_jobs for a queue must look like the one the
+ * seed's stampeded_create_queue makes (its triggers, no constraint or index
+ * of its own); the user's own objects whose names do not start with
+ * "stampeded_" are not looked at.
+ */
+
+/**
+ * What a schema holds of Stampeded's, one fact a row, read with the
+ * search_path set to that schema so that names in it print unqualified:
+ * relations, columns (in order, with type, NOT NULL, default or generation
+ * expression), constraints, indexes, triggers, functions (signature and
+ * attributes; body in a row of its own) and types named stampeded_*, and the
+ * partitions of stampeded_jobs whatever their names. Indexes and constraints a
+ * partition inherits from its parent are left out: PostgreSQL keeps them equal
+ * to the parent's. The bookkeeping tables of our own runner are left out too.
+ */
+export const DESCRIBE_STAMPEDED_OBJECTS = `
+WITH rel AS (
+    SELECT c.oid, c.relname, c.relkind, p.relname AS parent
+      FROM pg_class c
+      LEFT JOIN pg_inherits i ON c.relispartition AND i.inhrelid = c.oid
+      LEFT JOIN pg_class p ON p.oid = i.inhparent
+     WHERE c.relnamespace = current_schema()::regnamespace
+       AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f', 'c')
+       AND (c.relname LIKE 'stampeded\\_%' OR p.relname LIKE 'stampeded\\_%')
+       AND c.relname NOT IN ('stampeded_schema_migrations', 'stampeded_schema_functions')
+)
+SELECT 'relation' AS kind, r.relname::text AS relation, NULL::text AS name, NULL::int AS position,
+       CASE r.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table' WHEN 'v' THEN 'view'
+                      WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' WHEN 'f' THEN 'foreign table'
+                      ELSE 'composite type' END
+       || CASE WHEN r.relkind = 'p' THEN ' by ' || pg_get_partkeydef(r.oid) ELSE '' END
+       || CASE WHEN r.parent IS NOT NULL THEN ', partition of ' || r.parent || ' ' || pg_get_expr(c.relpartbound, c.oid) ELSE '' END
+       || CASE WHEN r.relkind IN ('v', 'm') THEN ': ' || pg_get_viewdef(r.oid) ELSE '' END
+       || CASE WHEN r.relkind = 'S' THEN ' of ' || format_type(s.seqtypid, NULL)
+               || coalesce(' owned by ' || (SELECT o.relname || '.' || a.attname FROM pg_depend d
+                                             JOIN pg_class o ON o.oid = d.refobjid
+                                             JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+                                            WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid
+                                              AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')), '')
+               ELSE '' END AS detail
+  FROM rel r JOIN pg_class c ON c.oid = r.oid LEFT JOIN pg_sequence s ON s.seqrelid = r.oid
+UNION ALL
+SELECT 'column', r.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+       || CASE WHEN a.attgenerated = 's' THEN ' GENERATED ALWAYS AS (' || pg_get_expr(d.adbin, d.adrelid) || ') STORED'
+               WHEN a.attgenerated <> '' THEN ' GENERATED ALWAYS AS (' || pg_get_expr(d.adbin, d.adrelid) || ') VIRTUAL'
+               WHEN d.adbin IS NOT NULL THEN ' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid) ELSE '' END
+       || CASE a.attidentity WHEN 'a' THEN ' GENERATED ALWAYS AS IDENTITY' WHEN 'd' THEN ' GENERATED BY DEFAULT AS IDENTITY' ELSE '' END
+       || CASE WHEN a.attcollation <> t.typcollation
+               THEN ' COLLATE ' || (SELECT quote_ident(l.collname) FROM pg_collation l WHERE l.oid = a.attcollation) ELSE '' END
+  FROM rel r
+  JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+  JOIN pg_type t ON t.oid = a.atttypid
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE r.parent IS NULL AND r.relkind IN ('r', 'p', 'f', 'c')
+UNION ALL
+SELECT 'constraint', r.relname, k.conname, NULL, pg_get_constraintdef(k.oid)
+  FROM rel r JOIN pg_constraint k ON k.conrelid = r.oid
+ WHERE k.conislocal OR r.parent IS NULL
+UNION ALL
+SELECT 'index', r.relname, x.relname, NULL,
+       regexp_replace(pg_get_indexdef(i.indexrelid), '^CREATE (UNIQUE )?INDEX \\S+ ON (ONLY )?\\S+ USING ', '\\1')
+       || CASE WHEN i.indisvalid THEN '' ELSE ' (INVALID)' END
+  FROM rel r JOIN pg_index i ON i.indrelid = r.oid JOIN pg_class x ON x.oid = i.indexrelid
+ WHERE NOT EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)
+UNION ALL
+SELECT 'trigger', r.relname, g.tgname, NULL,
+       regexp_replace(pg_get_triggerdef(g.oid), '^CREATE (CONSTRAINT )?TRIGGER \\S+ (.*?) ON \\S+ ', '\\1\\2 ')
+       || CASE g.tgenabled WHEN 'D' THEN ' (DISABLED)' WHEN 'R' THEN ' (ENABLE REPLICA)' WHEN 'A' THEN ' (ENABLE ALWAYS)' ELSE '' END
+  FROM rel r JOIN pg_trigger g ON g.tgrelid = r.oid
+ WHERE NOT g.tgisinternal
+UNION ALL
+SELECT 'function', NULL, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', NULL,
+       CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'a' THEN 'aggregate' WHEN 'w' THEN 'window function' ELSE 'function' END
+       || ' (' || pg_get_function_arguments(p.oid) || ')'
+       || coalesce(' RETURNS ' || pg_get_function_result(p.oid), '')
+       || ' LANGUAGE ' || l.lanname
+       || CASE p.provolatile WHEN 'i' THEN ' IMMUTABLE' WHEN 's' THEN ' STABLE' ELSE ' VOLATILE' END
+       || CASE WHEN p.proisstrict THEN ' STRICT' ELSE '' END
+       || CASE WHEN p.prosecdef THEN ' SECURITY DEFINER' ELSE '' END
+       || CASE WHEN p.proleakproof THEN ' LEAKPROOF' ELSE '' END
+       || CASE p.proparallel WHEN 's' THEN ' PARALLEL SAFE' WHEN 'r' THEN ' PARALLEL RESTRICTED' ELSE '' END
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'stampeded\\_%'
+UNION ALL
+SELECT 'function body', NULL, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', NULL,
+       replace(coalesce(pg_get_function_sqlbody(p.oid), p.prosrc), E'\\r\\n', E'\\n')
+  FROM pg_proc p
+ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'stampeded\\_%'
+UNION ALL
+SELECT 'type', NULL, t.typname, NULL,
+       CASE t.typtype WHEN 'd' THEN 'domain over ' || format_type(t.typbasetype, t.typtypmod)
+                      WHEN 'e' THEN 'enum (' || (SELECT string_agg(quote_literal(e.enumlabel), ', ' ORDER BY e.enumsortorder)
+                                                   FROM pg_enum e WHERE e.enumtypid = t.oid) || ')'
+                      WHEN 'r' THEN 'range' WHEN 'm' THEN 'multirange' ELSE 'type' END
+  FROM pg_type t
+ WHERE t.typnamespace = current_schema()::regnamespace AND t.typname LIKE 'stampeded\\_%'
+   AND t.typtype IN ('b', 'd', 'e', 'r', 'm', 'p')`;
+
+/**
+ * Creates the schema the reference is built in, and makes it the
+ * search_path's only schema, until the savepoint is rolled back. Named for
+ * the backend, so that checks of two schemas at once do not wait on each
+ * other's CREATE SCHEMA of one name.
+ */
+const ENTER_SCRATCH_SCHEMA = `
+DO $$
+DECLARE
+    scratch text := 'stampeded_seed_check_' || pg_backend_pid();
+BEGIN
+    EXECUTE format('CREATE SCHEMA %I', scratch);
+    PERFORM set_config('search_path', quote_ident(scratch), true);
+END $$`;
+
+/** A queue whose partition the reference build makes with the seed's stampeded_create_queue, to compare each queue's partition with. */
+const REFERENCE_QUEUE = 'stampeded_seed_reference';
+const REFERENCE_PARTITION = `stampeded_jobs_${REFERENCE_QUEUE}`;
+
+/** How many differences a refusal lists before it says how many more there are. */
+const LISTED_DIFFERENCES = 25;
+
+/** One row of DESCRIBE_STAMPEDED_OBJECTS. */
+export interface CatalogFact {
+  kind: string;
+  relation: string | null;
+  name: string | null;
+  /** A column's attnum: only the order of a table's columns means anything. */
+  position: number | null;
+  detail: string;
+}
+
+/**
+ * Decides whether the schema in the search_path holds the seed installed by
+ * someone else. Returns false when it holds nothing of Stampeded's (a new
+ * install: migration 1 runs as usual), true when it holds exactly what
+ * migration 1 makes (the caller records migration 1 without running it), and
+ * throws SeedMismatchError, naming each difference, otherwise. Changes
+ * nothing: everything it creates is rolled back. Called by applyMigrations()
+ * under its lock, inside the caller's transaction, when migration 1 is not
+ * recorded; `applySeed` applies migration 1 as the runner would, into the
+ * search_path's schema.
+ */
+export async function seedInstalledByAnother(run: SqlRunner, applySeed: () => Promise<unknown>): Promise<boolean> {
+  const [{ schema }] = await run(`SELECT current_schema() AS schema`);
+  // One savepoint for both descriptions: rolling back to it drops the
+  // reference build and restores the search_path.
+  await run(`SAVEPOINT stampeded_seed_check`);
+  let found: CatalogFact[];
+  let seed: CatalogFact[] = [];
+  try {
+    await run(`SELECT set_config('search_path', $1, true)`, [quoteIdent(String(schema))]);
+    found = (await run(DESCRIBE_STAMPEDED_OBJECTS)) as unknown as CatalogFact[];
+    if (found.length) {
+      await run(ENTER_SCRATCH_SCHEMA);
+      await applySeed();
+      await run(`SELECT stampeded_create_queue($1)`, [REFERENCE_QUEUE]);
+      seed = (await run(DESCRIBE_STAMPEDED_OBJECTS)) as unknown as CatalogFact[];
+    }
+  } finally {
+    await run(`ROLLBACK TO SAVEPOINT stampeded_seed_check`);
+    await run(`RELEASE SAVEPOINT stampeded_seed_check`);
+  }
+  if (!found.length) return false;
+  const differences = seedDifferences(seed, found);
+  if (differences.length) throw new SeedMismatchError(SEED_INSTALL_DIFFERS(String(schema), differences, LISTED_DIFFERENCES), differences);
+  return true;
+}
+
+/** A fact's name in a message, and the key that pairs it with its counterpart. */
+function keyOf(f: CatalogFact): string {
+  switch (f.kind) {
+    case 'relation':
+      return f.relation ? `${f.detail.startsWith('sequence') ? 'sequence' : f.detail.includes('view') ? 'view' : 'table'} ${f.relation}` : 'the table';
+    case 'function':
+    case 'type':
+      return `${f.kind} ${f.name}`;
+    case 'function body':
+      return `function ${f.name} body`;
+    default:
+      return `${f.kind} ${f.relation ? `${f.relation}.` : ''}${f.name}`;
+  }
+}
+
+const QUEUE_PARTITION = /, partition of stampeded_jobs FOR VALUES IN \(.*\)$/;
+
+/** The partitions of stampeded_jobs for one queue each: the default partition is one of the seed's own tables. */
+function queuePartitions(facts: CatalogFact[]): Set<string> {
+  return new Set(facts.filter((f) => f.kind === 'relation' && QUEUE_PARTITION.test(f.detail)).map((f) => f.relation!));
+}
+
+/** A queue partition's facts with its name and bound taken out, so that every one compares with the reference. */
+function asQueuePartition(f: CatalogFact): CatalogFact {
+  return { ...f, relation: '', detail: f.detail.replace(QUEUE_PARTITION, ', partition of stampeded_jobs FOR VALUES IN (...)') };
+}
+
+/** What the install has that the seed does not, or lacks, or has otherwise, one line each, with the seed's and the install's definitions. */
+export function seedDifferences(seed: CatalogFact[], found: CatalogFact[]): string[] {
+  const seedQueues = queuePartitions(seed);
+  const foundQueues = queuePartitions(found);
+  const differences = compare(
+    seed.filter((f) => !seedQueues.has(f.relation ?? '')),
+    found.filter((f) => !foundQueues.has(f.relation ?? '')),
+    '',
+  );
+  const reference = seed.filter((f) => f.relation === REFERENCE_PARTITION).map(asQueuePartition);
+  for (const partition of [...foundQueues].sort()) {
+    const facts = found.filter((f) => f.relation === partition).map(asQueuePartition);
+    differences.push(...compare(reference, facts, `queue partition ${partition}: `));
+  }
+  return differences;
+}
+
+function compare(seed: CatalogFact[], found: CatalogFact[], prefix: string): string[] {
+  const seedByKey = new Map(seed.map((f) => [keyOf(f), f]));
+  const foundByKey = new Map(found.map((f) => [keyOf(f), f]));
+  // A table or function missing (or extra) as a whole is one line, not one per column.
+  const wholeMissing = new Set<string>();
+  const wholeExtra = new Set<string>();
+  for (const [key, f] of seedByKey) if (!foundByKey.has(key) && (f.kind === 'relation' || f.kind === 'function')) wholeMissing.add(owner(f));
+  for (const [key, f] of foundByKey) if (!seedByKey.has(key) && (f.kind === 'relation' || f.kind === 'function')) wholeExtra.add(owner(f));
+  const lines: string[] = [];
+  for (const [key, f] of seedByKey) {
+    const other = foundByKey.get(key);
+    if (!other) {
+      if (f.kind === 'relation' || f.kind === 'function' || !wholeMissing.has(owner(f))) lines.push(`${prefix}${key}: missing (the seed's: ${shown(f)})`);
+    } else if (other.detail !== f.detail) {
+      lines.push(
+        f.kind === 'function body'
+          ? `${prefix}function ${f.name}: its body differs from the seed's`
+          : `${prefix}${key}: differs (the seed's: ${shown(f)}; found: ${shown(other)})`,
+      );
+    }
+  }
+  for (const [key, f] of foundByKey) {
+    if (seedByKey.has(key)) continue;
+    if (f.kind === 'relation' || f.kind === 'function' || !wholeExtra.has(owner(f))) lines.push(`${prefix}${key}: not in the seed (${shown(f)})`);
+  }
+  // The columns both have, in each one's order: a column missing or added is said above, once.
+  const seedOrder = columnOrder(seed);
+  const foundOrder = columnOrder(found);
+  for (const [table, columns] of seedOrder) {
+    const theirs = foundOrder.get(table);
+    if (!theirs) continue;
+    const ours = columns.filter((c) => theirs.includes(c));
+    const inTheirOrder = theirs.filter((c) => columns.includes(c));
+    if (ours.join() !== inTheirOrder.join()) {
+      lines.push(`${prefix}table ${table}: columns in another order (the seed's: ${ours.join(', ')}; found: ${inTheirOrder.join(', ')})`);
+    }
+  }
+  return lines;
+}
+
+function columnOrder(facts: CatalogFact[]): Map<string, string[]> {
+  const order = new Map<string, CatalogFact[]>();
+  for (const f of facts) if (f.kind === 'column') order.set(f.relation!, [...(order.get(f.relation!) ?? []), f]);
+  return new Map([...order].map(([table, columns]) => [table, columns.sort((a, b) => a.position! - b.position!).map((c) => c.name!)]));
+}
+
+/** The table or function a fact belongs to. */
+function owner(f: CatalogFact): string {
+  return f.kind === 'function' || f.kind === 'function body' ? `function ${f.name}` : f.kind === 'type' ? `type ${f.name}` : `relation ${f.relation}`;
+}
+
+function shown(f: CatalogFact): string {
+  if (f.kind === 'function body') return 'its body';
+  const oneLine = f.detail.replace(/\s+/g, ' ');
+  return oneLine.length > 300 ? `${oneLine.slice(0, 297)}...` : oneLine;
+}
