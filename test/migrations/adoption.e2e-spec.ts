@@ -329,12 +329,17 @@ describe('a database another runtime set up with the seed ("stampeded 0.3.1")', 
     expect(await counters(sql)).toEqual({ 'mail:available': 1 });
   });
 
-  it('an app that does not migrate says the install is there and that migrating adopts it', async () => {
+  it('an app that does not migrate, and the CLI before `migrate`, say the install is there and that migrating adopts it', async () => {
     const { db, sql } = await freshDatabase();
     await seedInstalledByAnotherRuntime(sql);
     await expect(bootApp(db.url, { stampeded: { migrations: 'none', worker: { enabled: false } } })).rejects.toThrow(
       /holds Stampeded's tables, but no Stampeded migration is recorded there: another runtime installed the "stampeded 0\.3\.1" schema\. Run the migrations once/,
     );
+    const status = await cli(db.url, ['status']);
+    expect(status.code).toBe(3);
+    expect(status.stderr).toMatch(/no Stampeded migration is recorded there.*Run `stampeded migrate --schema public` once/);
+    expect((await cli(db.url, ['migrate'])).code).toBe(0);
+    expect((await cli(db.url, ['status'])).code).toBe(0);
   });
 
   describe('refuses an install that is not exactly the seed, naming what differs and writing nothing', () => {

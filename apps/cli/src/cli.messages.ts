@@ -26,3 +26,7 @@ export const SCHEDULE_NOT_FOUND = (key: string) => `No schedule with key "${key}
 export const NOT_CHANGED = (action: string, id: string, state: string) => `Job ${id} is ${state}: ${action} did nothing to it.`;
 
 export const BAD_NUMBER = (option: string, value: string) => `${option} must be a whole number of 1 or more; got "${value}".`;
+
+export const NOT_ADOPTED = (schema: string) =>
+  `Schema "${schema}" holds Stampeded's tables, but no Stampeded migration is recorded there: another runtime installed the "stampeded 0.3.1" schema. ` +
+  `Run \`stampeded migrate --schema ${schema}\` once: it checks that it is that schema, records it as migration 1 and applies the rest.`;

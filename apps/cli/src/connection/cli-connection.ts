@@ -1,6 +1,6 @@
 import { StampededInspector } from '@stampeded/dashboard/inspector';
 import { CliDatabase } from './cli-database.js';
-import { AUTH_FAILED, BAD_URL, CANNOT_CONNECT, NOT_INSTALLED, NO_DATABASE, NO_URL, SERVER_TOO_OLD } from '../cli.messages.js';
+import { AUTH_FAILED, BAD_URL, CANNOT_CONNECT, NOT_ADOPTED, NOT_INSTALLED, NO_DATABASE, NO_URL, SERVER_TOO_OLD } from '../cli.messages.js';
 import { CliError, EXIT } from './cli-errors.js';
 
 /** PostgreSQL 18: uuidv7() and RETURNING OLD/NEW. */
@@ -51,11 +51,12 @@ export async function connect(options: ConnectionOptions, check: { installed?: b
 }
 
 async function assertUsable(db: CliDatabase, url: URL, schema: string, mustBeInstalled: boolean): Promise<void> {
-  let row: { num: number; version: string; installed: boolean };
+  let row: { num: number; version: string; installed: boolean; recorded: boolean };
   try {
     [row] = await db.raw(
       `SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version,
-              to_regclass(format('%I.stampeded_jobs', $1::text)) IS NOT NULL AS installed`,
+              to_regclass(format('%I.stampeded_jobs', $1::text)) IS NOT NULL AS installed,
+              to_regclass(format('%I.stampeded_schema_migrations', $1::text)) IS NOT NULL AS recorded`,
       [schema],
     );
   } catch (err) {
@@ -63,6 +64,8 @@ async function assertUsable(db: CliDatabase, url: URL, schema: string, mustBeIns
   }
   if (row.num < REQUIRED_SERVER_VERSION_NUM) throw new CliError(SERVER_TOO_OLD(row.version), EXIT.database);
   if (mustBeInstalled && !row.installed) throw new CliError(NOT_INSTALLED(schema), EXIT.database);
+  // The seed's tables with no migration of ours recorded: another runtime's install, which `migrate` adopts.
+  if (mustBeInstalled && !row.recorded) throw new CliError(NOT_ADOPTED(schema), EXIT.database);
 }
 
 export function connectionError(err: unknown, url: URL): CliError {
