@@ -39,6 +39,12 @@ export const LIMITS = {
   queueNameLength: 48,
   jsonDepth: 64,
   dedupScopeBytes: 8192,
+  /**
+   * An ordering key, in UTF-16 code units as JavaScript counts a string
+   * (1,500 bytes of UTF-8 at most): it is an entry of two btree indexes,
+   * whose entries cannot pass about 2,700 bytes.
+   */
+  orderingKeyLength: 500,
 } as const;
 
 export const REQUIRED_SERVER_VERSION_NUM = 180000;

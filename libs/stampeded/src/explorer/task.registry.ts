@@ -1,6 +1,14 @@
 import { isAbsolute } from 'node:path';
 import { Injectable, type Type } from '@nestjs/common';
-import { DUPLICATE_TASK, INVALID_OPTION, INVALID_RETRY_POLICY, NOT_A_TASK_CLASS, PROCESS_FILE_REQUIRED, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
+import {
+  DUPLICATE_TASK,
+  INVALID_OPTION,
+  UNKNOWN_OPTIONS,
+  INVALID_RETRY_POLICY,
+  NOT_A_TASK_CLASS,
+  PROCESS_FILE_REQUIRED,
+  TASK_WITHOUT_HANDLE,
+} from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { TASK_METADATA } from '../stampeded.constants.js';
 import { describe, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
@@ -19,7 +27,7 @@ export interface RegisteredTask {
   argsValidator?: ArgsValidator;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult', 'validate'] as const;
+const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult', 'validate', 'ordering'] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -42,6 +50,7 @@ export class TaskRegistry {
     if (metadata.storeResult !== undefined && typeof metadata.storeResult !== 'boolean') {
       throw new StampededConfigError(INVALID_OPTION(where, 'storeResult', `must be true or false, got ${describe(metadata.storeResult)}`));
     }
+    validateOrdering(where, metadata.ordering);
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
     const argsValidator = toArgsValidator(where, metadata.validate);
     if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
@@ -86,6 +95,19 @@ export class TaskRegistry {
     const metadata = Reflect.getMetadata(TASK_METADATA, classRef) as TaskMetadata | undefined;
     if (!metadata) throw new StampededConfigError(NOT_A_TASK_CLASS(classRef.name));
     return metadata.name;
+  }
+}
+
+/** The ordering option: { retryKeepsPlace?: boolean }, refused at bootstrap otherwise. */
+function validateOrdering(where: string, option: TaskMetadata['ordering']): void {
+  if (option === undefined) return;
+  if (option === null || typeof option !== 'object' || Array.isArray(option)) {
+    throw new StampededConfigError(INVALID_OPTION(where, 'ordering', `must be an object { retryKeepsPlace?: boolean }, got ${describe(option)}`));
+  }
+  const unknown = Object.keys(option).filter((k) => k !== 'retryKeepsPlace');
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`${where} ordering`, unknown, ['retryKeepsPlace']));
+  if (option.retryKeepsPlace !== undefined && typeof option.retryKeepsPlace !== 'boolean') {
+    throw new StampededConfigError(INVALID_OPTION(where, 'ordering.retryKeepsPlace', `must be true or false, got ${describe(option.retryKeepsPlace)}`));
   }
 }
 

@@ -40,6 +40,13 @@ export interface EnqueueOptions extends JobOptions {
   meta?: Record<string, unknown>;
   /** At most one pending job per scope (and per period, when one is given). */
   dedup?: { scope: string; period?: DedupPeriod };
+  /**
+   * Jobs of one queue with the same ordering key run one at a time, in
+   * enqueue order (by id), across every process; jobs of other keys run
+   * alongside. A retried job keeps its place unless its task sets
+   * `ordering: { retryKeepsPlace: false }`. docs/ordering.md has the rules.
+   */
+  orderingKey?: string;
   /** Insert inside this transaction: a rollback leaves no job. */
   manager?: EntityManager;
 }

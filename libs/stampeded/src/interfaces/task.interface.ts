@@ -50,6 +50,16 @@ export interface TaskOptions extends JobOptions {
    * job keeps its args as given, without the schema's transforms or defaults.
    */
   validate?: ArgsValidateHook | StandardSchemaV1;
+  /**
+   * How this task's jobs keep their key's order (the orderingKey enqueue
+   * option). `retryKeepsPlace` (default true): a job that fails and will be
+   * retried stays at the head of its key's line, and the next job of the key
+   * waits for it through its backoff. `false`: its retry goes to the back of
+   * the line, behind every job of its key enqueued before it failed, and the
+   * next job runs at once. Either way the key's jobs run one at a time. A
+   * retry after a crash (the reaper, an expiry) keeps its place.
+   */
+  ordering?: { retryKeepsPlace?: boolean };
 }
 
 export interface TaskMetadata extends TaskOptions {

@@ -62,6 +62,7 @@ describe('buildJobRow: where each value comes from', () => {
       dedup_period: null,
       dead_letter_queue: null,
       remove_on_complete: false,
+      ordering_key: null,
     });
   });
 

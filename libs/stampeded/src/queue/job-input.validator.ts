@@ -27,6 +27,8 @@ export interface JobRow {
   dedup_period: DedupPeriod | null;
   dead_letter_queue: string | null;
   remove_on_complete: boolean;
+  /** The job's place in a line of jobs run one at a time (docs/ordering.md), or null. */
+  ordering_key: string | null;
 }
 
 export const JOB_OPTION_NAMES = [
@@ -41,7 +43,7 @@ export const JOB_OPTION_NAMES = [
   'removeOnComplete',
 ] as const;
 
-export const ENQUEUE_OPTION_NAMES = [...JOB_OPTION_NAMES, 'runAt', 'delayMs', 'tenantId', 'destination', 'meta', 'dedup', 'manager'] as const;
+export const ENQUEUE_OPTION_NAMES = [...JOB_OPTION_NAMES, 'runAt', 'delayMs', 'tenantId', 'destination', 'meta', 'dedup', 'orderingKey', 'manager'] as const;
 
 const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
@@ -240,6 +242,7 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
   }
   const tenantId = options.tenantId === undefined ? null : nonEmptyString(where, 'tenantId', options.tenantId);
   const destination = options.destination === undefined ? null : nonEmptyString(where, 'destination', options.destination);
+  const orderingKey = options.orderingKey === undefined ? null : nonEmptyString(where, 'orderingKey', options.orderingKey, LIMITS.orderingKeyLength);
 
   let dedupScope: string | null = null;
   let dedupPeriod: DedupPeriod | null = null;
@@ -283,6 +286,7 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
     dedup_period: dedupPeriod,
     dead_letter_queue: merged.deadLetterQueue ?? null,
     remove_on_complete: merged.removeOnComplete ?? false,
+    ordering_key: orderingKey,
   };
 }
 

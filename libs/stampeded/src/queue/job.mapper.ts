@@ -15,6 +15,7 @@ export function toJob(row: JobRowResult): Job {
     state: row.state,
     priority: row.priority,
     destination: row.destination,
+    orderingKey: row.ordering_key ?? null,
     scheduledAt: row.scheduled_at,
     expireSeconds: row.expire_seconds,
     heartbeatAt: row.heartbeat_at,

@@ -431,6 +431,7 @@ const ROW_KEYS = [
   'dead_letter_queue',
   'remove_on_complete',
   'backoff_base_wide_ms',
+  'ordering_key',
 ] as const satisfies readonly (keyof JobRow)[];
 const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
 

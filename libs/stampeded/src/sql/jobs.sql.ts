@@ -29,7 +29,7 @@ const INPUT_COLUMNS = `
            run_at timestamptz, delay_ms double precision, expire_seconds integer, max_attempts smallint,
            backoff_base_ms smallint, backoff_max_ms integer, max_interruptions smallint, max_deferrals smallint,
            dedup_scope text, dedup_period text, dead_letter_queue text, remove_on_complete boolean,
-           backoff_base_wide_ms integer`;
+           backoff_base_wide_ms integer, ordering_key text`;
 const INPUT_NAMES = INPUT_COLUMNS.split(',').map((c) => c.trim().split(' ')[0]);
 const INPUT_VALUES = INPUT_NAMES.map((n) =>
   ['args', 'meta'].includes(n) ? `coalesce(b.${n}, c.${n})::jsonb AS ${n}` : `coalesce(b.${n}, c.${n}) AS ${n}`,
@@ -44,10 +44,16 @@ const INPUT_ROWS = `(
 /** When a job is due: at its runAt, or its delay from now, on the database's clock. */
 const SCHEDULED_AT = (runAt: string, delayMs: string) => `coalesce(${runAt}, now() + make_interval(secs => coalesce(${delayMs}, 0) / 1000.0))`;
 
+/**
+ * A keyed job's place in its key's line (migration 11): its id, which is
+ * drawn in enqueue order. NULL for a job without a key.
+ */
+const ORDERING_POSITION = (key: string, id: string) => `CASE WHEN ${key} IS NOT NULL THEN ${id} END`;
+
 /** The columns a job without a dedup scope is inserted with (ENQUEUE_PLAIN, ENQUEUE_ONE). */
 const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
         max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue, remove_on_complete,
-        backoff_base_wide_ms`;
+        backoff_base_wide_ms, ordering_key, ordering_position`;
 
 /**
  * Inserts any number of jobs in one statement and answers, per input row in
@@ -68,17 +74,19 @@ WITH input AS MATERIALIZED (
            ${SCHEDULED_AT('r.run_at', 'r.delay_ms')} AS scheduled_at,
            r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
            r.max_interruptions, r.max_deferrals, r.dedup_scope, r.dedup_period, r.dead_letter_queue,
-           r.remove_on_complete, r.backoff_base_wide_ms, ${DEDUP_KEY} AS dedup_key
+           r.remove_on_complete, r.backoff_base_wide_ms, r.ordering_key, ${DEDUP_KEY} AS dedup_key
       FROM ${INPUT_ROWS}
 ),
 inserted AS (
     INSERT INTO stampeded_jobs
            (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
             max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
-            dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms)
+            dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms,
+            ordering_key, ordering_position)
     SELECT id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
            max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
-           dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms
+           dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms,
+           ordering_key, ${ORDERING_POSITION('ordering_key', 'id')}
       FROM input
      ORDER BY ord
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
@@ -120,7 +128,8 @@ INSERT INTO stampeded_jobs (${PLAIN_COLUMNS})
 SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
        ${SCHEDULED_AT('r.run_at', 'r.delay_ms')},
        r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
-       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms
+       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms,
+       r.ordering_key, ${ORDERING_POSITION('r.ordering_key', 'r.id')}
   FROM ${INPUT_ROWS}`,
 );
 
@@ -135,7 +144,7 @@ export const ENQUEUE_ONE = sql(
   `
 INSERT INTO stampeded_jobs (${PLAIN_COLUMNS})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${SCHEDULED_AT('$9::timestamptz', '$10::float8')},
-        $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+        $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, ${ORDERING_POSITION('$20::text', '$1::uuid')})`,
 );
 
 /** ENQUEUE_ONE's parameters after the id, by JobRow key. */
@@ -158,6 +167,7 @@ export const ENQUEUE_ONE_KEYS = [
   'dead_letter_queue',
   'remove_on_complete',
   'backoff_base_wide_ms',
+  'ordering_key',
 ] as const;
 
 /**
@@ -176,7 +186,7 @@ export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority
           interruptions, max_interruptions, deferrals, max_deferrals, checkpoint,
           extract(epoch FROM checkpoint_at)::float8 * 1000 AS checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms,
           backoff_base_wide_ms, dedup_scope, dedup_period, failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue,
-          source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at`;
+          source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at, ordering_key`;
 
 /**
  * The worker's claim, functions/stampeded_claim_batch.sql; $5, when given,
@@ -251,6 +261,20 @@ SELECT f.was, f.now_state, f.dead_lettered,
            'j', json_build_array(json_build_array($2::uuid, $4::smallint)),
            'f', $5::text, 'd', $7::bigint, 'l', f.dead_lettered)::text) AS notified
   FROM stampeded_fail($1, $2, $3, $4, $5, $6, $7, $8) f`,
+);
+
+/**
+ * Moves a retryable job to the back of its key's line ($4: a fresh UUIDv7,
+ * later than every position of its key drawn before it), for a task whose
+ * retries give up their place (ordering: { retryKeepsPlace: false }). Run
+ * after the failure is recorded, fenced by the attempt that failed: a job
+ * claimed again meanwhile, or finished, is left where it is. Until it runs
+ * the job holds its place, which is the default's behaviour: safe to lose.
+ */
+export const ORDERING_TO_BACK = sql(
+  'stampeded_ordering_to_back',
+  `UPDATE stampeded_jobs SET ordering_position = $4::uuid
+    WHERE queue = $1 AND id = $2::uuid AND attempt = $3 AND state = 'retryable' AND ordering_key IS NOT NULL`,
 );
 
 export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stampeded_release($1, $2, $3, $4)`);

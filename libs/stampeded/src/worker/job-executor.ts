@@ -378,6 +378,14 @@ export class JobExecutor {
     }
     this.events.emit('failed', job, detail);
     if (result.state === 'retryable') {
+      // A deferral by queue control is not a retry: it keeps its place.
+      if (job.orderingKey !== null && failure.kind !== 'breaker_open' && failure.kind !== 'throttled') {
+        if (this.tasks.get(job.task)?.metadata.ordering?.retryKeepsPlace === false) {
+          await this.recorder.toBackOfLine(job).catch((err: unknown) => {
+            this.logger.warn(`job ${job.id} keeps its place in its key's line: moving it back failed (${(err as Error).message})`);
+          });
+        }
+      }
       this.events.emit('retrying', job, { ...detail, retryDelayMs: failure.retryDelayMs ?? undefined });
       return 'retrying';
     }

@@ -217,6 +217,13 @@ export class JobProducer {
       } while (this.wakeRequested && !this.stopping);
       this.claimFailures = 0;
     } catch (err) {
+      if (isOrderingRace(err)) {
+        // Lost a race for a key to another claim (stampeded_claim_batch.sql):
+        // nothing was claimed, and the next claim sees the winner's job running.
+        clearTimeout(this.retryTimer);
+        this.retryTimer = setTimeout(() => this.wake(), 0);
+        return;
+      }
       this.claimFailures++;
       const delay = Math.min(30_000, 200 * 2 ** Math.min(this.claimFailures, 8));
       if (this.claimFailures === 1 || this.claimFailures % 20 === 0) {
@@ -403,4 +410,15 @@ export class JobProducer {
     // Below half the buffer, claim more before the last buffered job starts.
     if (!this.stopping && !this.fetching && this.buffer.length <= this.prefetch() / 2) this.wake();
   }
+}
+
+/**
+ * The unique index on a key's running job (stampeded_jobs_ordering_running_idx,
+ * migration 11) refused a claim: another claim took a job of the same key at
+ * the same instant. Named by its columns, as each partition's copy of the
+ * index has a name of its own.
+ */
+function isOrderingRace(err: unknown): boolean {
+  const { code, detail } = (err ?? {}) as { code?: string; detail?: string };
+  return code === '23505' && typeof detail === 'string' && detail.startsWith('Key (queue, ordering_key)=');
 }

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
-import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, FAIL, FAIL_NOTIFY, RELEASE } from '../sql/jobs.sql.js';
+import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, FAIL, FAIL_NOTIFY, ORDERING_TO_BACK, RELEASE } from '../sql/jobs.sql.js';
+import { UuidV7Source } from '../queue/uuidv7.js';
 import type { FailureKind, Job, JobState } from '../interfaces/job.interface.js';
 
 export interface FailureRecord {
@@ -43,6 +44,8 @@ export class OutcomeRecorder {
   private pending: PendingCompletion[] = [];
   private flushing?: Promise<void>;
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Places at the back of a key's line (toBackOfLine): UUIDv7s, as the enqueue draws a job's first place. */
+  private readonly positions = new UuidV7Source();
 
   /**
    * @param eventsChannel where the fleet hears of the outcomes, asked at each
@@ -116,6 +119,16 @@ export class OutcomeRecorder {
     );
     if (!rows.length) return { owned: false };
     return { owned: true, state: rows[0].now_state, deadLettered: rows[0].dead_lettered };
+  }
+
+  /**
+   * Sends a keyed job that failed and will be retried to the back of its
+   * key's line (ORDERING_TO_BACK). Best effort: a job left in place is only
+   * waited for as the default waits for it.
+   */
+  async toBackOfLine(job: Job): Promise<void> {
+    const [position] = this.positions.many(1);
+    await this.track(this.persist(() => this.db.query(ORDERING_TO_BACK, [job.queue, job.id, job.attempt, position])));
   }
 
   /** Gives a job back without spending its attempt: it runs again as if never claimed. */

@@ -20,6 +20,40 @@
 -- plan_cache_mode = force_generic_plan plans the body once per connection:
 -- a custom plan per call re-reads every partition's CHECK constraints.
 -- NOTES.md ("Planning the hot statements") has the measurements.
+--
+-- Per-key ordering (migration 11, docs/ordering.md). A job with an
+-- ordering_key is claimable only at its turn: (a) no unfinished job of its
+-- queue and key has an earlier ordering_position (it is the head of its
+-- key's line), and (b) no job of its key is running. A job without a key
+-- skips both checks on its first test, so the plain claim reads nothing more.
+-- Why no claimer runs job 2 of a key while job 1 is unfinished:
+--   * One statement judges every candidate against one snapshot, in which
+--     job 1, unfinished, stands ahead of job 2: a batch takes at most one job
+--     of a key, its head.
+--   * Every state a job passes through before it finishes (available,
+--     executing, retryable) is unfinished, and a finished job stays finished
+--     (an operator's retry puts it back at its old place, and check (b) makes
+--     it wait for the job of its key that is running). So a snapshot in which
+--     job 1 is finished was taken after job 1 finished; an older snapshot sees
+--     it ahead of job 2 and takes nothing of the key, or job 1 itself.
+--   * Two claimers whose snapshots both make job 1 the head both try to lock
+--     it: SKIP LOCKED lets one have it, and the other skips it, or, when the
+--     first has committed, re-reads it as executing and leaves it.
+--   * What a snapshot cannot see is a job whose enqueue commits after it.
+--     Positions are drawn at enqueue, so two transactions enqueueing one key
+--     at the same time may commit out of position order: a job that commits
+--     behind a later job of its key that has started waits for it through
+--     check (b). The one interleaving neither check sees (claimer B takes
+--     job 2, claimer C, whose snapshot follows job 1's commit but precedes
+--     B's, takes job 1) is refused by the unique index
+--     stampeded_jobs_ordering_running_idx: C's claim waits for B's, fails
+--     whole, and its worker claims again.
+--   * A retry that gives up its place (stampeded_jobs.ordering_position moved
+--     to the back by the worker) is one committed change: older snapshots see
+--     the job ahead, retryable, and hold the line; newer ones see it behind.
+-- Blocked jobs of a key still sit in the claim index, and a claim walks past
+-- them: a key with thousands of jobs due costs each claim a walk over them
+-- (bench/RESULTS.md, "Per-key ordering").
 CREATE OR REPLACE FUNCTION stampeded_claim_batch(
     p_queue     text,
     p_worker_id uuid,
@@ -34,7 +68,7 @@ CREATE OR REPLACE FUNCTION stampeded_claim_batch(
     checkpoint_at timestamptz, checkpoint_seq integer, backoff_base_ms smallint, backoff_max_ms integer,
     backoff_base_wide_ms integer, dedup_scope text, dedup_period text, failure_kind text, last_error text, errors jsonb,
     dead_letter_queue text, source_id uuid, source_queue text, source_attempts smallint,
-    inserted_at timestamptz
+    inserted_at timestamptz, ordering_key text
 )
 LANGUAGE sql
 -- One plan for every call (see the header).
@@ -52,6 +86,17 @@ AS $$
            -- index's order, and nothing before it is walked.
            AND c.scheduled_at >= p_after
            AND c.attempt      < c.max_attempts
+           -- Its turn in its key's line (see the header).
+           AND (c.ordering_key IS NULL OR (
+                NOT EXISTS (SELECT 1 FROM stampeded_jobs e
+                             WHERE e.queue = p_queue
+                               AND e.ordering_key = c.ordering_key
+                               AND e.ordering_position < c.ordering_position
+                               AND e.state IN ('available','claimed','executing','retryable'))
+                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
+                                 WHERE r.queue = p_queue
+                                   AND r.ordering_key = c.ordering_key
+                                   AND r.state IN ('claimed','executing'))))
          -- Matches stampeded_jobs_claim_idx exactly (NOTES.md, "The claim index").
          ORDER BY c.priority, c.scheduled_at
          LIMIT p_limit
@@ -80,5 +125,6 @@ AS $$
               j.attempted_by, j.interruptions, j.max_interruptions, j.deferrals, j.max_deferrals,
               j.checkpoint, j.checkpoint_at, j.checkpoint_seq, j.backoff_base_ms, j.backoff_max_ms,
               j.backoff_base_wide_ms, j.dedup_scope, j.dedup_period, j.failure_kind, j.last_error, j.errors,
-              j.dead_letter_queue, j.source_id, j.source_queue, j.source_attempts, j.inserted_at;
+              j.dead_letter_queue, j.source_id, j.source_queue, j.source_attempts, j.inserted_at,
+              j.ordering_key;
 $$;

@@ -4,7 +4,8 @@
 -- through the tenant index. Taking the head of the queue instead and
 -- filtering it cannot work: behind a 10,000-job flood the head is all flood,
 -- and the small tenants wait for the whole flood. Jobs without a tenant are
--- claimed alongside, as one more tenant.
+-- claimed alongside, as one more tenant. A job with an ordering key waits
+-- for its turn as in stampeded_claim_batch.
 CREATE OR REPLACE FUNCTION stampeded_claim_fair(
     p_queue        text,
     p_worker_id    uuid,
@@ -18,23 +19,47 @@ LANGUAGE sql AS $$
         SELECT c.id, c.priority, c.scheduled_at
           FROM unnest(p_tenants) AS t(tenant_id)
          CROSS JOIN LATERAL (
-               SELECT id, priority, scheduled_at FROM stampeded_jobs
+               SELECT id, priority, scheduled_at FROM stampeded_jobs k
                 WHERE queue        = p_queue
                   AND tenant_id    = t.tenant_id
                   AND state        IN ('available','retryable')
                   AND scheduled_at <= coalesce(p_now, now())
                   AND attempt      < max_attempts
+                  -- Its turn in its key's line (stampeded_claim_batch.sql has why
+                  -- these two checks keep a key's jobs one at a time and in order).
+                  AND (k.ordering_key IS NULL OR (
+                       NOT EXISTS (SELECT 1 FROM stampeded_jobs e
+                                    WHERE e.queue = p_queue
+                                      AND e.ordering_key = k.ordering_key
+                                      AND e.ordering_position < k.ordering_position
+                                      AND e.state IN ('available','claimed','executing','retryable'))
+                       AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
+                                        WHERE r.queue = p_queue
+                                          AND r.ordering_key = k.ordering_key
+                                          AND r.state IN ('claimed','executing'))))
                 ORDER BY priority, scheduled_at
                 LIMIT p_per_tenant
                 FOR UPDATE SKIP LOCKED) c
         UNION ALL
         SELECT id, priority, scheduled_at FROM (
-               SELECT id, priority, scheduled_at FROM stampeded_jobs
+               SELECT id, priority, scheduled_at FROM stampeded_jobs k
                 WHERE queue        = p_queue
                   AND tenant_id    IS NULL
                   AND state        IN ('available','retryable')
                   AND scheduled_at <= coalesce(p_now, now())
                   AND attempt      < max_attempts
+                  -- Its turn in its key's line (stampeded_claim_batch.sql has why
+                  -- these two checks keep a key's jobs one at a time and in order).
+                  AND (k.ordering_key IS NULL OR (
+                       NOT EXISTS (SELECT 1 FROM stampeded_jobs e
+                                    WHERE e.queue = p_queue
+                                      AND e.ordering_key = k.ordering_key
+                                      AND e.ordering_position < k.ordering_position
+                                      AND e.state IN ('available','claimed','executing','retryable'))
+                       AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
+                                        WHERE r.queue = p_queue
+                                          AND r.ordering_key = k.ordering_key
+                                          AND r.state IN ('claimed','executing'))))
                 ORDER BY priority, scheduled_at
                 LIMIT p_per_tenant
                 FOR UPDATE SKIP LOCKED) n

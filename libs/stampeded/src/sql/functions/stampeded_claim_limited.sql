@@ -24,6 +24,9 @@
 -- A claim held back by a full window returns one more row, with a NULL job
 -- and held_ms, the time until the first full window frees a start: the
 -- worker claims again then, rather than at its next poll.
+--
+-- A job with an ordering key (migration 11) waits for its turn here too,
+-- as in stampeded_claim_batch.
 CREATE OR REPLACE FUNCTION stampeded_claim_limited(
     p_queue      text,
     p_worker_id  uuid,
@@ -107,6 +110,18 @@ BEGIN
            AND NOT (('task:' || j.task) = ANY (v_full))
            AND (j.tenant_id IS NULL OR NOT (('tenant:' || j.tenant_id) = ANY (v_full)))
            AND (j.destination IS NULL OR NOT (('destination:' || j.destination) = ANY (v_full)))
+           -- Its turn in its key's line (stampeded_claim_batch.sql has why
+           -- these two checks keep a key's jobs one at a time and in order).
+           AND (j.ordering_key IS NULL OR (
+                NOT EXISTS (SELECT 1 FROM stampeded_jobs e
+                             WHERE e.queue = p_queue
+                               AND e.ordering_key = j.ordering_key
+                               AND e.ordering_position < j.ordering_position
+                               AND e.state IN ('available','claimed','executing','retryable'))
+                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
+                                 WHERE r.queue = p_queue
+                                   AND r.ordering_key = j.ordering_key
+                                   AND r.state IN ('claimed','executing'))))
          ORDER BY j.priority, j.scheduled_at
          LIMIT least(greatest(v_room * 4, 20), 1000)
          FOR UPDATE SKIP LOCKED

@@ -29,6 +29,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 8, name: 'backoff_base', file: '0008_backoff_base.sql' },
   { version: 9, name: 'results', file: '0009_results.sql' },
   { version: 10, name: 'rate_limits', file: '0010_rate_limits.sql' },
+  { version: 11, name: 'ordering', file: '0011_ordering.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
