@@ -137,7 +137,7 @@ describe('upgrading an install recorded under the earlier numbering', () => {
 
     await migrate(db.url, { schema: `fresh_${schema}` });
     await sql.query(`SELECT fresh_${schema}.stampeded_create_queue('upgrade')`);
-    // Migrations 9 and 10 add their checks NOT VALID, so as not to read the
+    // Migrations 9 and 11 add their checks NOT VALID, so as not to read the
     // jobs table under their lock: a partition that existed then keeps them
     // so, where the fresh install's, made after, has them validated. That,
     // and nothing else, is what sets the two apart.

@@ -181,7 +181,7 @@ describe('per-key ordering in the claim', () => {
   const insertKeyed = (client: pg.Client, key: string, id: string) =>
     client.query(`INSERT INTO stampeded_jobs (id, queue, task, ordering_key, ordering_position) VALUES ($1, 'race', 'noop', $2, $1)`, [id, key]);
 
-  it("takes only the head of each key's line in one claim, in the seed's claim too", async () => {
+  it("takes only the head of each key's line in one claim, in the seed's and the limited claims too", async () => {
     await sql.query(`DELETE FROM stampeded_jobs WHERE queue = 'race'`);
     const ids = Array.from({ length: 6 }, (_, i) => `0190a000-0000-7000-8000-00000000000${i}`);
     for (const [i, id] of ids.entries()) await insertKeyed(sql, i % 2 ? 'odd' : 'even', id);
@@ -200,9 +200,17 @@ describe('per-key ordering in the claim', () => {
     expect((await sql.query(`SELECT id FROM stampeded_claim('race', gen_random_uuid(), 100)`)).rows).toEqual([]);
 
     await sql.query(`UPDATE stampeded_jobs SET state = 'completed', finished_at = now(), claimed_by = NULL WHERE id = ANY($1::uuid[])`, [[ids[0], ids[1]]]);
-    // Other runtimes call the seed's claim, which takes the next heads the same way.
+    // A rate-limited queue's claim picks its own candidates, and takes the next heads alone.
+    const limited = await sql.query(
+      `SELECT (job).id::text AS id FROM stampeded_claim_limited('race', gen_random_uuid(), 100, NULL, '{"queue": {"race": {"limit": 100, "ms": 1000}}}', NULL, NULL)
+        WHERE (job).id IS NOT NULL`,
+    );
+    expect(limited.rows.map((r) => r.id).sort()).toEqual([ids[2], ids[3]]);
+
+    await sql.query(`UPDATE stampeded_jobs SET state = 'completed', finished_at = now(), claimed_by = NULL WHERE id = ANY($1::uuid[])`, [[ids[2], ids[3]]]);
+    // Other runtimes call the seed's claim, which takes the last heads the same way.
     const seed = await sql.query(`SELECT id::text FROM stampeded_claim('race', gen_random_uuid(), 100)`);
-    expect(seed.rows.map((r) => r.id).sort()).toEqual([ids[2], ids[3]]);
+    expect(seed.rows.map((r) => r.id).sort()).toEqual([ids[4], ids[5]]);
     const fair = await sql.query(`SELECT id::text FROM stampeded_claim_fair('race', gen_random_uuid(), 100, NULL, '{}', 100)`);
     expect(fair.rows).toEqual([]);
   });
