@@ -13,7 +13,7 @@ import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.j
 const SEED_SQL = readFileSync(new URL('../../libs/stampeded/src/sql/migrations/0001_seed.sql', import.meta.url), 'utf8');
 
 /** The columns the later migrations add to stampeded_jobs: a job's row, read without them, is what the other runtime wrote. */
-const ADDED_JOB_COLUMNS = ['remove_on_complete', 'backoff_base_wide_ms', 'result', 'progress'];
+const ADDED_JOB_COLUMNS = ['remove_on_complete', 'backoff_base_wide_ms', 'result', 'progress', 'ordering_key', 'ordering_position'];
 
 const handled: { n: number; attempt: number }[] = [];
 
