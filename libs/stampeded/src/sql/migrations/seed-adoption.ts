@@ -178,13 +178,13 @@ export async function seedInstalledByAnother(run: SqlRunner, applySeed: () => Pr
   let found: CatalogFact[];
   let seed: CatalogFact[] = [];
   try {
-    await run(`SELECT set_config('search_path', $1, true)`, [quoteIdent(String(schema))]);
-    found = (await run(DESCRIBE_STAMPEDED_OBJECTS)) as unknown as CatalogFact[];
+    found = await describe(run, String(schema));
     if (found.length) {
       await run(ENTER_SCRATCH_SCHEMA);
       await applySeed();
       await run(`SELECT stampeded_create_queue($1)`, [REFERENCE_QUEUE]);
-      seed = (await run(DESCRIBE_STAMPEDED_OBJECTS)) as unknown as CatalogFact[];
+      const [{ scratch }] = await run(`SELECT current_schema() AS scratch`);
+      seed = await describe(run, String(scratch));
     }
   } finally {
     await run(`ROLLBACK TO SAVEPOINT stampeded_seed_check`);
@@ -194,6 +194,17 @@ export async function seedInstalledByAnother(run: SqlRunner, applySeed: () => Pr
   const differences = seedDifferences(seed, found);
   if (differences.length) throw new SeedMismatchError(SEED_INSTALL_DIFFERS(String(schema), differences, LISTED_DIFFERENCES), differences);
   return true;
+}
+
+/**
+ * A schema's facts, read with the search_path set to it and then pg_catalog:
+ * so that names in it print unqualified, a function of its own that has the
+ * name and arguments of a built-in one included (before PostgreSQL 16, an
+ * install makes its own date_trunc() for the seed's dedup key).
+ */
+async function describe(run: SqlRunner, schema: string): Promise<CatalogFact[]> {
+  await run(`SELECT set_config('search_path', $1, true)`, [`${quoteIdent(schema)}, pg_catalog`]);
+  return (await run(DESCRIBE_STAMPEDED_OBJECTS)) as unknown as CatalogFact[];
 }
 
 /** A fact's name in a message, and the key that pairs it with its counterpart. */
