@@ -4,7 +4,7 @@ import { QueueService, Task, UnrecoverableError, type TaskHandler } from '@stamp
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 import { cli, spawnCli } from '../support/cli.js';
-import { startPostgres17 } from '../support/older-postgres.js';
+import { startPostgresMajor } from '../support/postgres-major.mjs';
 import { buildProgram } from '../../apps/cli/src/cli.program.js';
 
 @Task('charge', { queue: 'billing', deadLetterQueue: 'billing-dead' })
@@ -105,7 +105,7 @@ describe('stampeded CLI', () => {
   });
 
   it('refuses PostgreSQL 17 in one line, for migrate and for every other command, writing nothing', async () => {
-    const pg17 = await startPostgres17();
+    const pg17 = await startPostgresMajor(17, { durable: false });
     try {
       for (const command of [['migrate'], ['status'], ['jobs', 'list']]) {
         const run = await cli(pg17.url, command);

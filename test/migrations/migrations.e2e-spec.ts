@@ -4,7 +4,7 @@ import { QueueService, StampededConfigError, migrate, stampededMigrations } from
 import { MIGRATION_FILES } from '@stampeded/nestjs/internal';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase } from '../support/test-app.js';
-import { startPostgres17 } from '../support/older-postgres.js';
+import { startPostgresMajor } from '../support/postgres-major.mjs';
 
 describe('migrations', () => {
   let db: TestDatabase;
@@ -83,7 +83,7 @@ describe('migrations', () => {
   });
 
   it('refuses PostgreSQL 17, naming the version found and the version needed, and writes nothing', async () => {
-    const pg17 = await startPostgres17();
+    const pg17 = await startPostgresMajor(17, { durable: false });
     try {
       const error = await migrate(pg17.url, { schema: 'stampeded' }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(StampededConfigError);
