@@ -237,7 +237,7 @@ describe('dashboard', () => {
       expect(workers).toHaveLength(1);
       expect(workers[0]).toMatchObject({ pid: process.pid, queues: ['work'], running: 0 });
       const health = await (await get('/stampeded/api/health')).json();
-      expect(health.server.num).toBeGreaterThanOrEqual(180000);
+      expect(health.server.num).toBeGreaterThanOrEqual(140000);
       expect(health.partitions.length).toBeGreaterThan(0);
       // The app's own StampededModule leads maintenance.
       expect(health.maintenanceLeader).toBe(true);
@@ -616,7 +616,7 @@ describe('dashboard', () => {
       for (const [path, expected] of [
         ['/stampeded/errors', /no failing jobs|upstream 503/],
         ['/stampeded/workers', new RegExp(`<td>${process.pid}</td>`)],
-        ['/stampeded/health', /PostgreSQL 18/],
+        ['/stampeded/health', /PostgreSQL 1[4-9]\.\d+/],
       ] as const) {
         const response = await get(path);
         expect(response.status).toBe(200);

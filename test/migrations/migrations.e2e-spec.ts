@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { QueueService, StampededConfigError, migrate, stampededMigrations } from '@stampeded/nestjs';
+import { QueueService, migrate, stampededMigrations } from '@stampeded/nestjs';
 import { MIGRATION_FILES } from '@stampeded/nestjs/internal';
 import type { TestDatabase } from '@stampeded/testing';
 import { bootApp, sqlClient, testDatabase } from '../support/test-app.js';
@@ -36,7 +36,8 @@ describe('migrations', () => {
         expect.arrayContaining(['stampeded_claim_batch', 'stampeded_fail', 'stampeded_reap', 'stampeded_complete_many', 'stampeded_checkpoint']),
       );
       expect(names).toEqual(expect.arrayContaining(['stampeded_claim', 'stampeded_complete', 'stampeded_heartbeat']));
-      const { rows: recorded } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_schema_functions`);
+      // Besides the function files, what an older server lacks (uuidv7() before 18, ...), recorded under its own name.
+      const { rows: recorded } = await sql.query(`SELECT count(*)::int AS n FROM stampeded_schema_functions WHERE name LIKE 'stampeded%'`);
       expect(recorded[0].n).toBe(applied.functions.length);
     } finally {
       await sql.end();
@@ -82,21 +83,36 @@ describe('migrations', () => {
     }
   });
 
-  it('refuses PostgreSQL 17, naming the version found and the version needed, and writes nothing', async () => {
+  it('installs on PostgreSQL 17 and boots an app there, with the forms for a server before 18 recorded', async () => {
     const pg17 = await startPostgresMajor(17, { durable: false });
     try {
-      const error = await migrate(pg17.url, { schema: 'stampeded' }).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(StampededConfigError);
-      expect((error as Error).message).toMatch(/needs PostgreSQL 18 or newer .* the server is PostgreSQL 17\.\d+/);
+      const applied = await migrate(pg17.url, { schema: 'stampeded' });
+      expect(applied.migrations.map((m) => m.version)).toEqual(MIGRATION_FILES.map((m) => m.version));
       const client = new pg.Client(pg17.url);
       await client.connect();
-      const { rows } = await client.query(
-        `SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = 'stampeded')::int AS schemas,
-                (SELECT count(*) FROM pg_class WHERE relname LIKE 'stampeded%')::int AS tables`,
-      );
-      await client.end();
-      expect(rows[0]).toEqual({ schemas: 0, tables: 0 });
-      await expect(bootApp(pg17.url, { via: 'connection', stampeded: { worker: { enabled: false } } })).rejects.toThrow(/PostgreSQL 17/);
+      try {
+        const { rows } = await client.query(
+          `SELECT name, server_version_num FROM stampeded.stampeded_schema_functions
+            WHERE name IN ('uuidv7', 'stampeded_complete', 'stampeded_claim_batch') ORDER BY name`,
+        );
+        expect(rows.map((r) => r.name)).toEqual(['stampeded_claim_batch', 'stampeded_complete', 'uuidv7']);
+        expect(rows.every((r) => Math.floor(r.server_version_num / 10000) === 17)).toBe(true);
+        // The install's own uuidv7(), and the seed's stampeded_complete in its form without RETURNING OLD.
+        const { rows: fns } = await client.query(
+          `SELECT (SELECT count(*) FROM pg_proc WHERE proname = 'uuidv7' AND pronamespace = 'stampeded'::regnamespace)::int AS uuidv7,
+                  position('RETURNING OLD' IN pg_get_functiondef('stampeded.stampeded_complete(text, uuid, uuid, smallint)'::regprocedure)) AS old`,
+        );
+        expect(fns[0]).toEqual({ uuidv7: 1, old: 0 });
+      } finally {
+        await client.end();
+      }
+      const app = await bootApp(pg17.url, { via: 'connection', stampeded: { schema: 'stampeded', worker: { enabled: false } } });
+      try {
+        const { id } = await app.get(QueueService).enqueue('pg17-job', {});
+        expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      } finally {
+        await app.close();
+      }
     } finally {
       await pg17.stop();
     }

@@ -47,4 +47,5 @@ export const LIMITS = {
   orderingKeyLength: 500,
 } as const;
 
-export const REQUIRED_SERVER_VERSION_NUM = 180000;
+/** PostgreSQL 14: the oldest whose SQL every form of the schema is written in. */
+export const REQUIRED_SERVER_VERSION_NUM = 140000;

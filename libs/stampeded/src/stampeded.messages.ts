@@ -3,8 +3,8 @@ import { inspect } from 'node:util';
 // Every error Stampeded raises says what was wrong and what to do about it.
 
 export const SERVER_TOO_OLD = (found: string) =>
-  `Stampeded needs PostgreSQL 18 or newer (it uses uuidv7() and RETURNING OLD/NEW), but the server is PostgreSQL ${found}. ` +
-  `Upgrade the server, or point DATABASE_URL at a PostgreSQL 18 instance. Nothing was changed.`;
+  `Stampeded needs PostgreSQL 14 or newer, but the server is PostgreSQL ${found}. ` +
+  `Upgrade the server, or point DATABASE_URL at a PostgreSQL 14 to 18 instance. Nothing was changed.`;
 
 export const NO_DATA_SOURCE = (name: string | undefined) =>
   `StampededModule found no TypeORM DataSource${name ? ` named "${name}"` : ''}. ` +

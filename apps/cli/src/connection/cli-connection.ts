@@ -3,8 +3,8 @@ import { CliDatabase } from './cli-database.js';
 import { AUTH_FAILED, BAD_URL, CANNOT_CONNECT, NOT_ADOPTED, NOT_INSTALLED, NO_DATABASE, NO_URL, SERVER_TOO_OLD } from '../cli.messages.js';
 import { CliError, EXIT } from './cli-errors.js';
 
-/** PostgreSQL 18: uuidv7() and RETURNING OLD/NEW. */
-const REQUIRED_SERVER_VERSION_NUM = 180000;
+/** PostgreSQL 14: the oldest Stampeded's schema runs on. */
+const REQUIRED_SERVER_VERSION_NUM = 140000;
 
 export interface ConnectionOptions {
   url?: string;

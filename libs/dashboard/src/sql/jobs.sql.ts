@@ -205,19 +205,28 @@ export const CANCEL_JOB = sql('dashboard_cancel_job', `SELECT was, now_state, qu
 /**
  * An operator's discard: a waiting job is finished as failed without running
  * again. Only waiting jobs: a running one is cancelled instead, which fences
- * its worker. No dead-letter copy: the operator chose to drop it.
+ * its worker. No dead-letter copy: the operator chose to drop it. The state
+ * it was in is read under the row's lock ahead of the UPDATE (RETURNING OLD is
+ * PostgreSQL 18's).
  */
 export const DISCARD_JOB = sql(
   'dashboard_discard_job',
-  `UPDATE stampeded_jobs
+  `WITH old AS MATERIALIZED (
+       SELECT queue, id, state FROM stampeded_jobs
+        WHERE id = $1::uuid AND ($2::text IS NULL OR queue = $2)
+          AND state IN ('available', 'retryable')
+          FOR UPDATE
+   )
+   UPDATE stampeded_jobs j
       SET state        = 'discarded',
           failure_kind = 'unrecoverable',
           last_error   = left($3::text, 4000),
           finished_at  = now(),
           dedup_scope  = NULL
-    WHERE id = $1::uuid AND ($2::text IS NULL OR queue = $2)
-      AND state IN ('available', 'retryable')
-   RETURNING OLD.state AS was, NEW.state AS now_state, queue`,
+     FROM old
+    WHERE j.queue = old.queue AND j.id = old.id
+      AND j.state IN ('available', 'retryable')
+   RETURNING old.state AS was, j.state AS now_state, j.queue`,
 );
 
 /**
@@ -319,16 +328,22 @@ export const BULK_CANCEL = sql(
   `SELECT b.id::text AS id, r.was, r.now_state FROM (${BULK_BATCH}) b CROSS JOIN LATERAL stampeded_cancel(b.id, b.queue) r`,
 );
 
-/** One batch of a bulk discard: waiting jobs only, as DISCARD_JOB; $8 is the error it records. */
+/** One batch of a bulk discard: waiting jobs only, as DISCARD_JOB, the state before read as it does; $8 is the error it records. */
 export const BULK_DISCARD = sql(
   'dashboard_bulk_discard',
-  `UPDATE stampeded_jobs j
+  `WITH old AS MATERIALIZED (
+       SELECT o.queue, o.id, o.state
+         FROM stampeded_jobs o JOIN (${BULK_BATCH}) b ON o.id = b.id AND o.queue = b.queue
+        WHERE o.state IN ('available', 'retryable')
+          FOR UPDATE OF o
+   )
+   UPDATE stampeded_jobs j
       SET state        = 'discarded',
           failure_kind = 'unrecoverable',
           last_error   = left($8::text, 4000),
           finished_at  = now(),
           dedup_scope  = NULL
-     FROM (${BULK_BATCH}) b
-    WHERE j.id = b.id AND j.queue = b.queue AND j.state IN ('available', 'retryable')
-   RETURNING j.id::text AS id, OLD.state AS was, NEW.state AS now_state`,
+     FROM old
+    WHERE j.id = old.id AND j.queue = old.queue AND j.state IN ('available', 'retryable')
+   RETURNING j.id::text AS id, old.state AS was, j.state AS now_state`,
 );

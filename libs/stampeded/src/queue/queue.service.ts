@@ -356,7 +356,14 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     const results: EnqueueResult[] = new Array(rows.length);
     let pending = rows.map((row, index) => ({ row, index }));
     for (let round = 0; pending.length && round <= DEDUP_RACE_RETRIES; round++) {
-      const answer = await run(ENQUEUE, rowsToJson(pending.map((p) => p.row)));
+      // Ids drawn here as for the plain enqueue: a job inserted takes its row's, a duplicate its twin's.
+      const answer = await run(
+        ENQUEUE,
+        rowsToJson(
+          pending.map((p) => p.row),
+          this.ids.many(pending.length),
+        ),
+      );
       const unresolved: typeof pending = [];
       for (const { ord, id, deduplicated } of answer) {
         const item = pending[ord - 1];

@@ -41,8 +41,15 @@ export const DEAD_LETTER_QUEUES = sql(
     LIMIT 20`,
 );
 
-/** The bound of one run: an id newer than every copy that exists now. */
-export const REDRIVE_BOUND = sql('stampeded_redrive_bound', `SELECT uuidv7()::text AS bound`);
+/**
+ * The bound of one run: an id newer than every copy that exists now, the
+ * greatest UUIDv7 of the database clock's current millisecond (any
+ * PostgreSQL: uuidv7() is 18's).
+ */
+export const REDRIVE_BOUND = sql(
+  'stampeded_redrive_bound',
+  `SELECT (lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7fffbfffffffffffffff')::uuid::text AS bound`,
+);
 
 /** What a redrive would move: per source queue and task. */
 export const REDRIVE_PREVIEW = sql(

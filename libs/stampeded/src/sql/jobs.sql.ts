@@ -70,7 +70,7 @@ export const ENQUEUE = sql(
   'stampeded_enqueue',
   `
 WITH input AS MATERIALIZED (
-    SELECT uuidv7() AS id, r.ord, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
+    SELECT r.id, r.ord, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
            ${SCHEDULED_AT('r.run_at', 'r.delay_ms')} AS scheduled_at,
            r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
            r.max_interruptions, r.max_deferrals, r.dedup_scope, r.dedup_period, r.dead_letter_queue,

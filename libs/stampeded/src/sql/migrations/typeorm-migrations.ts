@@ -45,11 +45,17 @@ export function stampededMigrations(options: { schema?: string } = {}): Array<ne
 /**
  * The SQL functions change without a numbered migration, and TypeORM runs a
  * class once: the class that applies them is named for their text, so a
- * version whose functions differ brings a class TypeORM has not run.
+ * version whose functions differ brings a class TypeORM has not run. (A
+ * server upgraded under the install brings none: its functions keep the
+ * forms they have, which run there, until migrate() or `stampeded migrate`.)
  */
 function functionsClassName(): string {
   const hash = createHash('sha256');
-  for (const f of loadFunctionFiles()) hash.update(`${f.name}:${f.checksum}\n`);
+  for (const f of loadFunctionFiles()) {
+    hash.update(`${f.name}:${f.checksum}\n`);
+    // A form for older servers changes the class too.
+    for (const [below, form] of [...f.before].sort(([a], [b]) => a - b)) hash.update(`${f.name}.pre${below}:${form.checksum}\n`);
+  }
   return `StampededFunctions${hash.digest('hex').slice(0, 12)}${BASE_TIMESTAMP + 999}`;
 }
 
