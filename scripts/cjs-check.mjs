@@ -8,7 +8,8 @@
 // require() calls (and type-checks it once more under the older `node10`
 // resolution), and runs it: it requires every entry point of the three
 // packages, enqueues in a TypeORM transaction, lets the worker run the job,
-// and reads it back through the dashboard's JSON API.
+// and reads it back through the dashboard's JSON API. The Nest 11 app then
+// runs its own jest test (test/fixtures/cjs-app/test) in Jest's ESM mode.
 //
 //   node scripts/cjs-check.mjs [11] [12] [--no-build] [--update-lock]
 //
@@ -102,6 +103,12 @@ try {
     copyFileSync(join(source, 'package.json'), join(app, 'package.json'));
     cpSync(join(fixture, 'src'), join(app, 'src'), { recursive: true });
     for (const f of ['tsconfig.json', 'tsconfig.node10.json']) copyFileSync(join(fixture, f), join(app, f));
+    // An app with Jest among its packages runs its own test too, the way docs/testing.md says.
+    const withJest = Boolean(manifest.devDependencies?.jest);
+    if (withJest) {
+      cpSync(join(fixture, 'test'), join(app, 'test'), { recursive: true });
+      copyFileSync(join(fixture, 'jest.config.js'), join(app, 'jest.config.js'));
+    }
 
     const lockPath = join(source, 'package-lock.json');
     if (updateLock) {
@@ -144,6 +151,16 @@ try {
     const seen = JSON.parse(line.slice('cjs-app: '.length));
     const major = name.replace('nest', '');
     if (seen.nest.split('.')[0] !== major) throw new Error(`${name} ran on Nest ${seen.nest}, not ${major}`);
+    if (withJest) {
+      step(`${name}: running the app's own jest test in Jest's ESM mode`);
+      const r = spawnSync(process.execPath, ['node_modules/jest/bin/jest.js', '--ci'], {
+        cwd: app,
+        env: { ...cleanEnv, NODE_OPTIONS: '--experimental-vm-modules' },
+        stdio: 'inherit',
+      });
+      if (r.status !== 0) throw new Error(`${name}: its jest test failed with ${r.status ?? r.signal}`);
+      step(`${name}: its jest test passed`);
+    }
     step(`${name}: OK on Nest ${seen.nest}, TypeORM ${seen.typeorm}, Node ${seen.node}`);
   }
   step('OK');

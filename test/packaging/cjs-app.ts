@@ -46,9 +46,10 @@ export function runCjsCheck(major: 11 | 12, databaseUrl: string, timeoutMs: numb
  * The test of one Nest major: the app's run succeeds, and the database it
  * used holds what it reported: the job it enqueued in a committed
  * transaction, completed by the worker, and nothing from the transaction it
- * rolled back.
+ * rolled back. `withJest`: the app also ran its own jest test, whose job is
+ * stored too.
  */
-export function describeCjsApp(major: 11 | 12, typeorm: RegExp): void {
+export function describeCjsApp(major: 11 | 12, typeorm: RegExp, withJest: boolean): void {
   describe(`a CommonJS app on Nest ${major} with the packed packages`, () => {
     let db: TestDatabase;
     let sql: pg.Client | undefined;
@@ -84,8 +85,10 @@ export function describeCjsApp(major: 11 | 12, typeorm: RegExp): void {
         expect(run.dashboard).toEqual({ status: 200, state: 'completed' });
 
         sql = await sqlClient(db.url);
-        const { rows } = await sql.query(`SELECT queue, task, state::text, args, attempt FROM stampeded_jobs ORDER BY id`);
-        expect(rows).toEqual([{ queue: 'cjs', task: 'greet', state: 'completed', args: { name: 'cjs' }, attempt: 1 }]);
+        const { rows } = await sql.query(`SELECT queue, task, state::text, args, attempt FROM stampeded_jobs ORDER BY queue`);
+        const ranByJest = { queue: 'cjs-jest', task: 'greet-in-jest', state: 'completed', args: { name: 'jest' }, attempt: 1 };
+        expect(rows).toEqual([{ queue: 'cjs', task: 'greet', state: 'completed', args: { name: 'cjs' }, attempt: 1 }, ...(withJest ? [ranByJest] : [])]);
+        if (withJest) expect(output).toContain(`cjs-check: nest${major}: its jest test passed`);
       },
       RUN_TIMEOUT_MS,
     );

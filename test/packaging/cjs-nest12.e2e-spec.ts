@@ -3,4 +3,4 @@
 // cjs-nest11.e2e-spec.ts, is the same app on Nest 11.
 import { describeCjsApp } from './cjs-app.js';
 
-describeCjsApp(12, /^1\./);
+describeCjsApp(12, /^1\./, false);
