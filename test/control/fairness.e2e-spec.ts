@@ -102,4 +102,47 @@ describe('queue control: a fair share of the running slots per tenant', () => {
     },
     LONG ? 900_000 : 90_000,
   );
+
+  it('tenants that arrive behind a running flood get their shares from the arrival, not from the next refresh', async () => {
+    const flood = 2000;
+    const stampeded = {
+      worker: { concurrency: 5 },
+      maintenance: { enabled: false },
+      // A refresh far later than the whole run: only the arrival can tell the workers of the new tenants.
+      control: { fairness: true, refreshInterval: '60s', freshness: '120s' },
+    };
+    const first = start(stampeded);
+    await first.ready();
+    const workers = [first, start(stampeded), start(stampeded)];
+    await Promise.all(workers.map((w) => w.ready()));
+
+    await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, args, tenant_id) SELECT 'tenants', 'tenant-work', '{"ms": 20}', 'flood' FROM generate_series(1, $1)`,
+      [flood],
+    );
+    // The flood runs, alone, and fills the workers' buffers.
+    await waitFor(
+      async () => (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'completed'`)).rows[0].n >= 100,
+      'the flood to run',
+      30_000,
+      20,
+    );
+    await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, args, tenant_id)
+       SELECT 'tenants', 'tenant-work', '{"ms": 20}', 'small-' || t FROM generate_series(1, 10) t, generate_series(1, 20)`,
+    );
+    await waitFor(
+      async () => (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE state = 'completed' AND tenant_id <> 'flood'`)).rows[0].n === 200,
+      'the small tenants to finish',
+      60_000,
+      20,
+    );
+    const { rows } = await sql.query(
+      `SELECT count(*)::int AS n FROM stampeded_jobs
+        WHERE tenant_id = 'flood' AND state IN ('available', 'retryable', 'claimed', 'executing')`,
+    );
+    // Counts, not times: at the plain claim's order the flood would have drained first.
+    expect(rows[0].n).toBeGreaterThan(flood / 2);
+    expect((await sql.query(`SELECT max(attempt)::int AS n FROM stampeded_jobs WHERE state = 'completed'`)).rows[0].n).toBe(1);
+  }, 90_000);
 });

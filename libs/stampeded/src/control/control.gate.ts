@@ -8,6 +8,9 @@ import { BreakerGate, type BreakerRow } from './breaker.gate.js';
 import { FairnessGate, type TenantRow } from './fairness.gate.js';
 import { VerdictGate, type VerdictRow } from './verdict.gate.js';
 
+/** The most often arrivals re-read the tenants (ControlGate.arrived). */
+export const ARRIVAL_READ_MS = 100;
+
 /**
  * One worker's view of queue control, refreshed from the database every
  * refreshInterval, and the one object the worker asks: where to claim (the
@@ -27,7 +30,10 @@ export class ControlGate {
   private refreshing?: Promise<void>;
   /** Per queue, the rate-limit rules its claims pass (rateRulesFor); null for none. */
   private readonly rules = new Map<string, string | null>();
-  private readonly freedListeners: ((queue: string) => void)[] = [];
+  private readonly wakeListeners: ((queue: string) => void)[] = [];
+  /** When the tenants were last read (Date.now()), and the read that arrivals asked for. */
+  private tenantsReadAt = 0;
+  private arrivalRead?: NodeJS.Timeout;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -49,6 +55,7 @@ export class ControlGate {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    clearTimeout(this.arrivalRead);
     await this.refreshing;
   }
 
@@ -65,6 +72,7 @@ export class ControlGate {
 
   private async read(): Promise<void> {
     const breakersReadStarted = this.breakers.readStarted();
+    if (this.fairness) this.tenantsReadAt = Date.now();
     try {
       const [verdicts, breakers, tenants] = await Promise.all([
         this.db.query<VerdictRow>(READ_VERDICTS, [this.workedQueues, this.config.freshnessMs]),
@@ -113,9 +121,43 @@ export class ControlGate {
     return rules;
   }
 
-  /** Called with a limited queue whenever one of its jobs' outcome is written here: its slot is free for the next claim. */
-  onFreed(listener: (queue: string) => void): void {
-    this.freedListeners.push(listener);
+  /**
+   * Called with a queue to claim from now: a capped queue whose job's
+   * outcome is written here (its slot is free), or a queue whose tenants
+   * were just re-read on an arrival (the claim's shares changed).
+   */
+  onWake(listener: (queue: string) => void): void {
+    this.wakeListeners.push(listener);
+  }
+
+  /**
+   * Jobs were enqueued on one of the worker's queues (an insert
+   * notification). With fairness on, a tenant that just arrived gets its
+   * share from the next claim, not from the next refresh: the tenants are
+   * re-read at once, at most once per ARRIVAL_READ_MS, and the queue is
+   * claimed again. Without arrivals this costs nothing.
+   */
+  arrived(queue: string): void {
+    if (!this.fairness || this.arrivalRead || !this.workedQueues.includes(queue)) return;
+    const wait = Math.max(0, this.tenantsReadAt + ARRIVAL_READ_MS - Date.now());
+    this.arrivalRead = setTimeout(() => void this.readTenants(queue), wait);
+    this.arrivalRead.unref?.();
+  }
+
+  private async readTenants(queue: string): Promise<void> {
+    this.tenantsReadAt = Date.now();
+    try {
+      this.fairness?.apply(await this.db.query<TenantRow>(READ_TENANTS, [this.workedQueues]));
+    } catch (err) {
+      this.logger.warn(`queue control could not read the tenants (${(err as Error).message}); keeping the last view`);
+    } finally {
+      this.arrivalRead = undefined;
+    }
+    this.wake(queue);
+  }
+
+  private wake(queue: string): void {
+    for (const listener of this.wakeListeners) listener(queue);
   }
 
   /** While tenants compete: which tenants to claim for, and how many each. Undefined: the plain claim. */
@@ -166,7 +208,7 @@ export class ControlGate {
    * still full.
    */
   recorded(job: Job): void {
-    if (this.verdicts.capped(job.queue)) for (const listener of this.freedListeners) listener(job.queue);
+    if (this.verdicts.capped(job.queue)) this.wake(job.queue);
   }
 
   /** A handler threw: the breaker's deferral, or undefined when the failure is the job's own (see BreakerGate.failed). */

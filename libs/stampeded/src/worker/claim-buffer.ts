@@ -50,6 +50,13 @@ export class ClaimBuffer {
     return this.jobs.splice(0);
   }
 
+  /** How many buffered jobs `matches` accepts. */
+  count(matches: (job: Job) => boolean): number {
+    let n = 0;
+    for (const j of this.jobs) if (matches(j)) n++;
+    return n;
+  }
+
   countIn(queue: string): number {
     let n = 0;
     for (const j of this.jobs) if (j.queue === queue) n++;

@@ -99,8 +99,9 @@ export class JobProducer {
     // back with a delay, and under a steady load of many tenants half the
     // claimed jobs would go round that loop (docs/reliability.md, the soak).
     if (gate) this.startable = (job) => gate.withinShare(job);
-    // A capped queue's slot is free once its job's outcome is written.
-    gate?.onFreed((queue) => this.wake(queue));
+    // A capped queue's slot is free once its job's outcome is written; a
+    // queue's tenant shares change when a tenant arrives.
+    gate?.onWake((queue) => this.wake(queue));
   }
 
   start(): void {
@@ -162,7 +163,19 @@ export class JobProducer {
   }
 
   private room(): number {
-    return this.config.concurrency + this.prefetch() - this.runner.runningCount - this.buffer.length;
+    return this.config.concurrency + this.prefetch() - this.runner.runningCount - this.startableBuffered();
+  }
+
+  /**
+   * Buffered jobs that may start now. While tenants compete, a job over its
+   * tenant's share waits in the buffer for that tenant's running jobs, and
+   * takes no room: a flood's buffered jobs would otherwise fill the room
+   * that the fair claim needs for a tenant that just arrived, and the
+   * arrival would wait for the flood's buffer to drain one share at a time.
+   */
+  private startableBuffered(): number {
+    if (!this.startable || !this.config.control?.tenantClaim()) return this.buffer.length;
+    return this.buffer.count(this.startable);
   }
 
   /** Jobs to hold claimed ahead of free slots. */
@@ -408,7 +421,7 @@ export class JobProducer {
       void this.runner.execute(job, this.claimedLocally.get(job));
     }
     // Below half the buffer, claim more before the last buffered job starts.
-    if (!this.stopping && !this.fetching && this.buffer.length <= this.prefetch() / 2) this.wake();
+    if (!this.stopping && !this.fetching && this.startableBuffered() <= this.prefetch() / 2) this.wake();
   }
 }
 

@@ -92,7 +92,10 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     // A missed notification costs latency, never a job: the worker polls as well.
     this.unlisten = await this.listener.subscribe({
       channels: {
-        [insertChannel(this.db.schema)]: (queue) => this.worker?.wake(queue),
+        [insertChannel(this.db.schema)]: (queue) => {
+          this.worker?.wake(queue);
+          gate.arrived(queue);
+        },
         [cancelChannel(this.db.schema)]: (jobId) => this.worker?.cancelled(jobId),
         ...(this.events.fleetWide ? { [listeningChannel(this.db.schema)]: (app: string) => this.fleetListeners.announced(app) } : {}),
       },

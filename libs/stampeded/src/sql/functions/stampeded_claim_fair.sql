@@ -37,7 +37,13 @@ LANGUAGE sql AS $$
                                         WHERE r.queue = p_queue
                                           AND r.ordering_key = k.ordering_key
                                           AND r.state IN ('claimed','executing'))))
-                ORDER BY priority, scheduled_at
+                -- priority + 0: an order the claim index cannot give, so
+                -- that each tenant's jobs are read through the tenant index
+                -- and sorted. In the claim index's order, with a LIMIT, the
+                -- planner walks the queue's head and filters by tenant: each
+                -- small tenant behind a flood read the whole flood (38 ms a
+                -- claim for ten tenants behind 2,000 jobs; 2.5 ms now).
+                ORDER BY priority + 0, scheduled_at
                 LIMIT p_per_tenant
                 FOR UPDATE SKIP LOCKED) c
         UNION ALL
