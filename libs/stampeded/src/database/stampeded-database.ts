@@ -1,11 +1,28 @@
 import pg from 'pg';
-import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
+import type { Pool, PoolClient, PoolConfig, QueryConfig, QueryResultRow } from 'pg';
 import { qualify, quoteIdent, type Statement } from '../sql/statement.js';
 
 function ignoreError(): void {}
 
 /** SQLSTATEs worth one more try: the transaction lost a race, not an argument. */
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
+
+/** What the connections may rely on: everything (a direct connection), or no more than a transaction-mode pooler keeps. */
+export interface SessionSupport {
+  /**
+   * Whether a connection is one session from connect to close: session
+   * advisory locks, LISTEN and the leader's dedicated connection rely on it.
+   * False behind a transaction-mode pooler. Default true.
+   */
+  session?: boolean;
+  /** Whether statements are prepared by name, once per connection. Default true. */
+  prepared?: boolean;
+  /**
+   * Where to LISTEN: a direct connection's settings. Default: the pool's own
+   * settings when `session`, and nowhere otherwise (the runtime polls).
+   */
+  listen?: PoolConfig;
+}
 
 /**
  * Stampeded's own connections to the database: a pool for statements, and
@@ -15,13 +32,22 @@ const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
  */
 export class StampededDatabase {
   readonly pool: Pool;
+  /** Whether connections keep session state (see SessionSupport.session). */
+  readonly session: boolean;
+  /** Whether statements go by name (see SessionSupport.prepared). */
+  readonly prepared: boolean;
+  private readonly listenConfig?: PoolConfig;
   private readonly qualified = new Map<Statement, Statement>();
   private closed = false;
 
   constructor(
     private readonly config: PoolConfig,
     readonly schema: string,
+    support: SessionSupport = {},
   ) {
+    this.session = support.session ?? true;
+    this.prepared = support.prepared ?? true;
+    this.listenConfig = support.listen ?? (this.session ? config : undefined);
     this.pool = new pg.Pool(config);
     // An idle client that loses its connection (a restarted server) emits
     // here; without a listener that error would take the process down.
@@ -42,11 +68,21 @@ export class StampededDatabase {
     return bound;
   }
 
-  async query<Row extends QueryResultRow = QueryResultRow>(statement: Statement, values: unknown[] = []): Promise<Row[]> {
+  /**
+   * The statement as node-postgres runs it: named (prepared once per
+   * connection) or, behind a pooler that cannot keep a prepared statement
+   * with the connection it was prepared on, unnamed (parsed each time).
+   */
+  queryConfig(statement: Statement, values: unknown[]): QueryConfig {
     const bound = this.statement(statement);
+    return this.prepared ? { name: bound.name, text: bound.text, values } : { text: bound.text, values };
+  }
+
+  async query<Row extends QueryResultRow = QueryResultRow>(statement: Statement, values: unknown[] = []): Promise<Row[]> {
+    const config = this.queryConfig(statement, values);
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await this.pool.query<Row>({ name: bound.name, text: bound.text, values });
+        const result = await this.pool.query<Row>(config);
         return result.rows;
       } catch (err) {
         if (attempt < 3 && RETRYABLE_SQLSTATES.has((err as { code?: string }).code ?? '')) continue;
@@ -75,10 +111,7 @@ export class StampededDatabase {
         client.on('error', ignoreError);
         try {
           await client.query('BEGIN');
-          for (const { statement, values } of statements) {
-            const bound = this.statement(statement);
-            await client.query({ name: bound.name, text: bound.text, values });
-          }
+          for (const { statement, values } of statements) await client.query(this.queryConfig(statement, values));
         } catch {
           // Reported by the real statement, if it fails too.
         } finally {
@@ -116,9 +149,19 @@ export class StampededDatabase {
     }
   }
 
-  /** A client outside the pool, for LISTEN: it must stay on one connection. */
+  /** A client outside the pool, for a session of its own (the maintenance leader's lock). */
   newClient(): pg.Client {
     return new pg.Client(this.config);
+  }
+
+  /** Whether this app can LISTEN: on its own connection, or on the direct one it was given. */
+  get canListen(): boolean {
+    return this.listenConfig !== undefined;
+  }
+
+  /** A client for LISTEN, which must stay on one session; undefined when there is nowhere to LISTEN. */
+  newListenClient(): pg.Client | undefined {
+    return this.listenConfig ? new pg.Client(this.listenConfig) : undefined;
   }
 
   quotedSchema(): string {

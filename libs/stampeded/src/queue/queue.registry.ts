@@ -54,8 +54,7 @@ export class QueueRegistry {
       // already exists". The lock is the transaction's, released at its end.
       await db.transaction(async (client) => {
         const run = async <Row extends QueryResultRow>(statement: Statement, values: unknown[]) => {
-          const bound = db.statement(statement);
-          return (await client.query<Row>({ name: bound.name, text: bound.text, values })).rows;
+          return (await client.query<Row>(db.queryConfig(statement, values))).rows;
         };
         await run(PROVISION_LOCK, [db.schema]);
         const [{ partition }] = await run<{ partition: string }>(PARTITION_NAME, [queue.name]);

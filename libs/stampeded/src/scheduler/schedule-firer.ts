@@ -50,8 +50,7 @@ export class ScheduleFirer {
   private async fireBatch(): Promise<{ claimed: number; fired: ScheduleFiring[] }> {
     return this.db.transaction(async (client) => {
       const run = async (statement: Statement, values: unknown[]) => {
-        const bound = this.db.statement(statement);
-        return (await client.query({ name: bound.name, text: bound.text, values })).rows;
+        return (await client.query(this.db.queryConfig(statement, values))).rows;
       };
       const rows = await run(CLAIM_DUE_SCHEDULES, [this.config.batchSize, this.clock?.now() ?? null]);
       const fired: ScheduleFiring[] = [];

@@ -103,8 +103,7 @@ export class RunContext<Run> implements JobContext {
     // connection would otherwise end the process (see StampededDatabase.transaction).
     client.on('error', ignoreError);
     try {
-      const bound = this.#db.statement(CHECKPOINT);
-      const result = await client.query<{ seq: number | null }>({ name: bound.name, text: bound.text, values: [...this.#fence(), text] });
+      const result = await client.query<{ seq: number | null }>(this.#db.queryConfig(CHECKPOINT, [...this.#fence(), text]));
       if (result.rows[0]?.seq == null) {
         this.#hooks.onLost(this.#run, 'saveCheckpoint found the job no longer owned by this worker');
         throw new CheckpointError(`Checkpoint of job ${this.id} not saved: this worker no longer owns the job (cancelled, timed out or reaped).`);
