@@ -14,12 +14,12 @@ export const INDEX_DENSITY = sql('dashboard_index_density', `SELECT * FROM stamp
 export const PARTITION_HEALTH = sql('dashboard_partition_health', `SELECT * FROM stampeded_partition_health()`);
 
 /**
- * Whether some session holds this schema's maintenance leader lock: the
- * session advisory lock that @stampeded/nestjs's leader election takes on
- * hashtextextended('stampeded.maintenance.' || schema). A bigint advisory key
- * shows in pg_locks as classid (high 32 bits) and objid (low 32 bits) with
- * objsubid 1. A lock, not a timestamp, because the leader keeps none: it
- * holds the lock exactly while its session lives.
+ * Whether this schema has a maintenance leader: some session holds its
+ * leader lock -- the session advisory lock that @stampeded/nestjs's leader
+ * election takes on hashtextextended('stampeded.maintenance.' || schema); a
+ * bigint advisory key shows in pg_locks as classid (high 32 bits) and objid
+ * (low 32 bits) with objsubid 1 -- or, behind a transaction-mode pooler, a
+ * process holds an unexpired lease (stampeded_leader_leases, migration 12).
  */
 export const MAINTENANCE_LEADER = sql(
   'dashboard_maintenance_leader',
@@ -28,5 +28,5 @@ export const MAINTENANCE_LEADER = sql(
         WHERE locktype = 'advisory' AND granted AND objsubid = 1
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('stampeded.maintenance.' || $1::text, 0)
-   ) AS present`,
+   ) OR EXISTS (SELECT 1 FROM stampeded_leader_leases WHERE name = 'maintenance' AND expires_at > now()) AS present`,
 );

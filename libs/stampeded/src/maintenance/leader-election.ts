@@ -19,7 +19,8 @@ export interface LeaderElectionHandlers {
  * lease row needs a TTL (a dead leader blocks maintenance until it runs
  * out), renewals (writes every few seconds, forever) and clocks that agree.
  * The price is a dedicated connection per process and a session-pinned
- * connection: it cannot go through a transaction-mode pooler.
+ * connection: it cannot go through a transaction-mode pooler, where
+ * LeaderLease (leader-lease.ts) stands in for it.
  *
  * Every process keeps trying every `intervalMs`, so a new leader takes over
  * within one interval of the old one's session ending. The leader pings its

@@ -7,6 +7,7 @@ import type { StampededModuleOptions } from '../interfaces/stampeded-options.int
 import type { MaintenanceEvent, MaintenanceHealth, MaintenanceTaskName } from '../interfaces/maintenance.interface.js';
 import { resolveMaintenanceConfig, type MaintenanceConfig } from './maintenance.config.js';
 import { LeaderElection } from './leader-election.js';
+import { LeaderLease } from './leader-lease.js';
 import type { MaintenanceTask } from './maintenance-task.js';
 import { JobReaper } from './job-reaper.js';
 import { JobExpirer } from './job-expirer.js';
@@ -32,7 +33,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
   readonly events$: Observable<MaintenanceEvent> = this.subject.asObservable();
   readonly config: MaintenanceConfig;
   private readonly tasks: MaintenanceTask[];
-  private election?: LeaderElection;
+  private election?: LeaderElection | LeaderLease;
   private readonly timers = new Map<MaintenanceTaskName, NodeJS.Timeout>();
   private readonly inFlight = new Set<Promise<unknown>>();
   private latestHealth?: MaintenanceHealth;
@@ -80,7 +81,9 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
 
   onApplicationBootstrap(): void {
     if (!this.config.enabled) return;
-    this.election = new LeaderElection(this.db, this.config.leaderCheckIntervalMs, {
+    // A session lock where connections are sessions; a lease row behind a transaction-mode pooler.
+    const Election = this.db.session ? LeaderElection : LeaderLease;
+    this.election = new Election(this.db, this.config.leaderCheckIntervalMs, {
       onElected: () => {
         this.logger.log(`maintenance leader elected in this process (pid ${process.pid})`);
         this.subject.next({ type: 'elected' });

@@ -18,6 +18,36 @@ export const RELEASE_LEADER_LOCK = sql(
   `SELECT pg_advisory_unlock(hashtextextended('stampeded.maintenance.' || $1::text, 0)) AS released`,
 );
 
+/**
+ * The leader's lease, where no session outlives a transaction (a
+ * transaction-mode pooler): the row of migration 12. Taken only once expired,
+ * with the next term; renewed only by the holder of the current term and
+ * while it has not expired; given up by setting it expired. Each is one
+ * statement, so each is one transaction through the pooler.
+ */
+export const TAKE_LEASE = sql(
+  'maintenance_take_lease',
+  `INSERT INTO stampeded_leader_leases AS l (name, holder, term, expires_at)
+   VALUES ($1, $2, 1, now() + make_interval(secs => $3::float8 / 1000))
+   ON CONFLICT (name) DO UPDATE
+      SET holder = excluded.holder, term = l.term + 1, acquired_at = now(), renewed_at = now(), expires_at = excluded.expires_at
+    WHERE l.expires_at <= now()
+   RETURNING term::text AS term`,
+);
+
+export const RENEW_LEASE = sql(
+  'maintenance_renew_lease',
+  `UPDATE stampeded_leader_leases
+      SET renewed_at = now(), expires_at = now() + make_interval(secs => $4::float8 / 1000)
+    WHERE name = $1 AND holder = $2 AND term = $3::bigint AND expires_at > now()
+   RETURNING term::text AS term`,
+);
+
+export const GIVE_UP_LEASE = sql(
+  'maintenance_give_up_lease',
+  `UPDATE stampeded_leader_leases SET expires_at = now() WHERE name = $1 AND holder = $2 AND term = $3::bigint AND expires_at > now()`,
+);
+
 /** The leader's proof of life: a session lock lives exactly as long as the session answers. */
 export const LEADER_PING = sql('maintenance_leader_ping', `SELECT 1 AS alive`);
 
