@@ -8,6 +8,17 @@ export const ON_JOB_EVENT_METADATA = 'stampeded:on-job-event';
 export const DEFAULT_QUEUE = 'default';
 /** Whether an app hears other processes' job events, and its workers send theirs, when its options do not say. */
 export const DEFAULT_EVENTS: 'fleet' | 'local' = 'fleet';
+
+/** How often a worker looks for due jobs when LISTEN wakes it too: for future runAt and missed notifications. */
+export const DEFAULT_POLL_INTERVAL_MS = 1000;
+
+/**
+ * How often a worker that cannot LISTEN (a transaction-mode pooler and no
+ * direct connection) looks for due jobs and for cancels of the jobs it
+ * holds: the most a new job waits for an idle worker. docs/poolers.md gives
+ * what it costs.
+ */
+export const POLL_ONLY_INTERVAL_MS = 500;
 /** The key of `meta` that this runtime owns; other runtimes' keys are never written. */
 export const RUNTIME_META_KEY = 'nestjs';
 

@@ -23,7 +23,8 @@ export interface ListenerSubscription {
  * the first subscription comes, and reconnects with backoff when it drops;
  * what was sent while it was down is not replayed, so every subscriber has a
  * way of its own to catch up (`onConnected`): the worker polls, waiters
- * re-read their jobs.
+ * re-read their jobs. Behind a transaction-mode pooler it LISTENs on the
+ * direct connection the app gave (`listenConnection`), or not at all.
  */
 @Injectable()
 export class NotificationListener implements OnApplicationShutdown {
@@ -61,7 +62,9 @@ export class NotificationListener implements OnApplicationShutdown {
    * `onConnected` says when it succeeds); answers the unsubscribe.
    */
   async subscribe(subscription: ListenerSubscription): Promise<() => Promise<void>> {
-    if (this.stopped) return async () => {};
+    // Behind a transaction-mode pooler with no direct connection given,
+    // nothing is heard: each subscriber polls instead (see db.canListen).
+    if (this.stopped || !this.db.canListen) return async () => {};
     this.subscriptions.add(subscription);
     const unsubscribe = async () => {
       if (!this.subscriptions.delete(subscription)) return;
@@ -101,8 +104,8 @@ export class NotificationListener implements OnApplicationShutdown {
   }
 
   private async connect(): Promise<void> {
-    if (this.stopped) return;
-    const client = this.db.newClient();
+    const client = this.stopped ? undefined : this.db.newListenClient();
+    if (!client) return;
     this.client = client;
     this.listening = new Set();
     this.locks = new Set();

@@ -56,9 +56,13 @@ export class JobEvents {
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
   ) {}
 
-  /** Whether events of other processes reach this app (`events: 'fleet'`). */
+  /**
+   * Whether events of other processes reach this app (`events: 'fleet'`).
+   * Behind a transaction-mode pooler with no direct connection to LISTEN
+   * on, the default is `'local'`: nothing could hear the fleet's.
+   */
   get fleetWide(): boolean {
-    return (this.options.events ?? DEFAULT_EVENTS) === 'fleet';
+    return (this.options.events ?? (this.db.canListen ? DEFAULT_EVENTS : 'local')) === 'fleet';
   }
 
   /** Whether this app's listening connection holds the events' lock now: its workers discount it when they count listeners. */

@@ -12,6 +12,7 @@ function fakeDatabase(states: Map<string, string>) {
   const calls: { statement: Statement; values: unknown[] }[] = [];
   const stored = (id: string) => ({ id, queue: 'q', task: 't', state: states.get(id), args: {}, meta: {}, errors: [], dedup_scope: null });
   const db = {
+    canListen: true,
     async query(statement: Statement, values: unknown[]) {
       calls.push({ statement, values });
       if (statement === GET_JOB) return states.has(values[0] as string) ? [stored(values[0] as string)] : [];

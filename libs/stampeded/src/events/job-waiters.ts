@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { filter, type Subscription } from 'rxjs';
 import type { StampededDatabase } from '../database/stampeded-database.js';
+import { POLL_ONLY_INTERVAL_MS } from '../stampeded.constants.js';
 import type { JobEvents } from './job-events.js';
 import { FINISHED_OR_GONE, GET_JOB } from '../sql/jobs.sql.js';
 import { toJob } from '../queue/job.mapper.js';
@@ -63,13 +64,19 @@ export class JobWaiters {
   /** Jobs an event named before their first read told their queue. */
   private readonly heardEarly = new Set<string>();
   private stopped = false;
-  /** How often the jobs still waited for are read (see WAIT_RECHECK_MS). */
-  recheckEveryMs = WAIT_RECHECK_MS;
+  /**
+   * How often the jobs still waited for are read (see WAIT_RECHECK_MS). An
+   * app that cannot LISTEN hears no other process's events: the read is how
+   * it learns, at the worker's poll-only interval.
+   */
+  recheckEveryMs: number;
 
   constructor(
     private readonly db: StampededDatabase,
     private readonly events: JobEvents,
-  ) {}
+  ) {
+    this.recheckEveryMs = db.canListen ? WAIT_RECHECK_MS : POLL_ONLY_INTERVAL_MS;
+  }
 
   /** How many waits are pending. */
   get pending(): number {

@@ -321,6 +321,19 @@ export const RETRY = sql('stampeded_retry', `SELECT was, now_state, queue FROM s
 
 export const GET_JOB = sql('stampeded_get_job', `SELECT * FROM stampeded_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2)`);
 
+/**
+ * Which of the jobs a worker holds (running or buffered) were cancelled: how
+ * a worker that cannot LISTEN (behind a transaction-mode pooler, with no
+ * direct connection) learns of a cancel. By primary key, one statement.
+ */
+export const CANCELLED_AMONG = sql(
+  'stampeded_cancelled_among',
+  `SELECT s.id::text AS id
+     FROM unnest($1::text[], $2::uuid[]) AS w(queue, id)
+     JOIN stampeded_jobs s ON s.queue = w.queue AND s.id = w.id
+    WHERE s.state = 'cancelled'`,
+);
+
 export const GET_JOBS = sql('stampeded_get_jobs', `SELECT * FROM stampeded_jobs WHERE id = ANY($1::uuid[])`);
 
 /** The queue and task of jobs whose event notification left them out (too long to send). */

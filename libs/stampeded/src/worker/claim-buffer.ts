@@ -16,6 +16,11 @@ export class ClaimBuffer {
     return this.jobs.length;
   }
 
+  /** The buffered jobs, in buffer order. */
+  peek(): readonly Job[] {
+    return this.jobs;
+  }
+
   /** Adds one claim's jobs of `queue`. */
   add(queue: string, claimed: readonly Job[]): void {
     const places: number[] = [];

@@ -117,6 +117,11 @@ export class JobExecutor {
     return n;
   }
 
+  /** The jobs running here now. */
+  runningJobs(): Job[] {
+    return [...this.running.values()].map((r) => r.job);
+  }
+
   isRunning(jobId: string): boolean {
     return this.running.has(jobId);
   }

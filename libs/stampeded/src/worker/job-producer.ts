@@ -140,6 +140,11 @@ export class JobProducer {
     return this.claimedLocally.get(job);
   }
 
+  /** The buffered jobs, left in place. */
+  bufferedJobs(): readonly Job[] {
+    return this.buffer.peek();
+  }
+
   /** Every buffered job, taken out: they are the caller's to give back. */
   takeBuffered(): Job[] {
     return this.buffer.takeAll();

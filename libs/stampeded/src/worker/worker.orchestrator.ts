@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { STAMPEDED_OPTIONS, DEFAULT_QUEUE } from '../stampeded.constants.js';
+import { STAMPEDED_OPTIONS, DEFAULT_QUEUE, DEFAULT_POLL_INTERVAL_MS, POLL_ONLY_INTERVAL_MS } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { CLAIM_BATCH, COMPLETE_MANY, COMPLETE_MANY_NOTIFY } from '../sql/jobs.sql.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
@@ -12,6 +12,7 @@ import { NotificationListener } from '../database/notification-listener.js';
 import { cancelChannel, eventsChannel, insertChannel, listeningChannel } from '../sql/notifications.sql.js';
 import { FleetListeners } from './fleet-listeners.js';
 import { WorkerRegistration } from './worker-registration.js';
+import { CancelPoller } from './cancel-poller.js';
 import { resolveMaintenanceConfig } from '../maintenance/maintenance.config.js';
 import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
 import type { Job } from '../interfaces/job.interface.js';
@@ -51,6 +52,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
   private worker?: Worker;
   private registration?: WorkerRegistration;
   private unlisten?: () => Promise<void>;
+  private cancelPoller?: CancelPoller;
   private readonly processRunner = new ProcessTaskRunner();
   private readonly fleetListeners: FleetListeners;
 
@@ -101,6 +103,12 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       },
       onConnected: () => this.worker?.wake(),
     });
+    // With no LISTEN (a transaction-mode pooler and no direct connection), the
+    // poll finds new jobs and this finds cancels, at the same interval.
+    if (!this.db.canListen) {
+      this.cancelPoller = new CancelPoller(this.db, this.worker, this.pollIntervalMs());
+      this.cancelPoller.start();
+    }
     await this.fleetListeners.refresh();
     // Half the reaper's threshold: this worker stops its jobs before the
     // reaper can hand them to another, so that no job runs twice at once.
@@ -126,6 +134,14 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     this.logger.log(`worker ${this.registration.workerId} claiming from ${queues.join(', ')} at concurrency ${options.concurrency ?? 10}`);
   }
 
+  /**
+   * The poll is a fallback where LISTEN wakes the worker, and the only
+   * wake-up where it cannot: then it runs twice as often by default.
+   */
+  private pollIntervalMs(): number {
+    return this.options.worker?.pollIntervalMs ?? (this.db.canListen ? DEFAULT_POLL_INTERVAL_MS : POLL_ONLY_INTERVAL_MS);
+  }
+
   private createWorker(workerId: string, queues: string[], control?: ControlGate): Worker {
     const options = this.options.worker ?? {};
     const concurrency = options.concurrency ?? 10;
@@ -136,7 +152,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
       prefetch: options.prefetch ?? 'auto',
       claimBatchSize: options.claimBatchSize ?? 500,
       completionBatchSize: options.completionBatchSize ?? 500,
-      pollIntervalMs: options.pollIntervalMs ?? 1000,
+      pollIntervalMs: this.pollIntervalMs(),
       queueConcurrency: new Map(
         this.queues
           .names()
@@ -155,6 +171,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     const worker = this.worker;
     this.worker = undefined;
     await worker.stop(this.options.worker?.shutdownTimeoutMs ?? 10_000);
+    this.cancelPoller?.stop();
     await this.unlisten?.();
     await this.registration?.deregister();
   }

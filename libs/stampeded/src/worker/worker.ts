@@ -68,6 +68,11 @@ export class Worker {
     return this.executor.execute(job, this.producer.claimedAt(job));
   }
 
+  /** The jobs this worker holds, running or claimed ahead: those a cancel can concern. */
+  heldJobs(): Job[] {
+    return [...this.executor.runningJobs(), ...this.producer.bufferedJobs()];
+  }
+
   /** The job was cancelled (by anyone): stop it if it runs here, drop it if it waits here; the database already says cancelled. */
   cancelled(jobId: string): void {
     if (this.executor.cancel(jobId)) return;
