@@ -101,6 +101,19 @@ export const INVALID_RETRY_DECISION = (task: string, jobId: string, got: unknown
 export const INVALID_EVENTS_OPTION = (where: string, got: unknown) =>
   `${where}: events must be 'fleet' (job events of every process of the fleet) or 'local' (only this app's own workers'), got ${inspect(got, { breakLength: Infinity })}.`;
 
+export const INVALID_POOLER_OPTION = (where: string, got: unknown) =>
+  `${where}: pooler must be 'transaction' or { mode: 'transaction', preparedStatements?: boolean } (a transaction-mode pooler such as PgBouncer's ` +
+  `pool_mode = transaction), got ${inspect(got, { breakLength: Infinity })}. Leave it out for a direct connection or a session-mode pooler.`;
+
+export const LISTEN_CONNECTION_WITHOUT_POOLER = (where: string) =>
+  `${where}: listenConnection is the direct connection that LISTENs beside a transaction-mode pooler; without pooler: 'transaction' ` +
+  `Stampeded LISTENs on its own connection already. Set pooler: 'transaction', or leave listenConnection out.`;
+
+export const FLEET_EVENTS_NEED_LISTEN = (where: string) =>
+  `${where}: events: 'fleet' hears other processes' job events through LISTEN, which a transaction-mode pooler does not keep. ` +
+  `Give listenConnection (a direct connection to the same database, e.g. { url: process.env.DIRECT_DATABASE_URL }), ` +
+  `or set events: 'local' (this app's own workers' events; waitFor() still works, by polling).`;
+
 export const WAIT_TIMED_OUT = (id: string, timeoutMs: number, state: string | undefined) =>
   `waitFor(${id}): the job did not finish within ${timeoutMs} ms${state ? ` (it is ${state})` : ''}. ` +
   `Only the wait ended: the job goes on; wait again, or read it with getJob().`;

@@ -25,7 +25,13 @@ import { StampededDatabase } from './database/stampeded-database.js';
 import { NotificationListener } from './database/notification-listener.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
-import { INVALID_EVENTS_OPTION, RENAMED_OPTION } from './stampeded.messages.js';
+import {
+  FLEET_EVENTS_NEED_LISTEN,
+  INVALID_EVENTS_OPTION,
+  INVALID_POOLER_OPTION,
+  LISTEN_CONNECTION_WITHOUT_POOLER,
+  RENAMED_OPTION,
+} from './stampeded.messages.js';
 import type {
   RegisterQueueOptions,
   StampededModuleAsyncOptions,
@@ -72,6 +78,8 @@ const OPTION_NAMES = [
   'control',
   'tracing',
   'events',
+  'pooler',
+  'listenConnection',
 ];
 /** Options renamed before 1.0, each with what to use instead. */
 const RENAMED_OPTIONS: Record<string, string> = { flow: 'control' };
@@ -114,6 +122,7 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   if (options.events !== undefined && options.events !== 'fleet' && options.events !== 'local') {
     throw new StampededConfigError(INVALID_EVENTS_OPTION(where, options.events));
   }
+  validatePoolerOptions(where, options);
   if (options.migrations !== undefined && options.migrations !== 'auto' && options.migrations !== 'none') {
     throw new StampededConfigError(`${where}: migrations must be 'auto' or 'none', got ${JSON.stringify(options.migrations)}.`);
   }
@@ -128,6 +137,24 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
     throw new StampededConfigError(`${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof options.clock}.`);
   }
   return options;
+}
+
+function validatePoolerOptions(where: string, options: StampededModuleOptions): void {
+  const pooler = options.pooler as unknown;
+  if (pooler !== undefined && pooler !== 'transaction') {
+    const p = pooler as Record<string, unknown> | null;
+    const valid =
+      typeof p === 'object' &&
+      p !== null &&
+      p.mode === 'transaction' &&
+      Object.keys(p).every((k) => k === 'mode' || k === 'preparedStatements') &&
+      (p.preparedStatements === undefined || typeof p.preparedStatements === 'boolean');
+    if (!valid) throw new StampededConfigError(INVALID_POOLER_OPTION(where, pooler));
+  }
+  if (options.listenConnection !== undefined && pooler === undefined) throw new StampededConfigError(LISTEN_CONNECTION_WITHOUT_POOLER(where));
+  if (pooler !== undefined && options.events === 'fleet' && options.listenConnection === undefined) {
+    throw new StampededConfigError(FLEET_EVENTS_NEED_LISTEN(where));
+  }
 }
 
 /** The options forRoot()/forRootAsync() were given, when they were used. */

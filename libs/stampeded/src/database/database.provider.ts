@@ -6,17 +6,14 @@ import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED, SEED_
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { assertSchemaName, assertServerVersion, pendingChanges } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
-import { StampededDatabase } from './stampeded-database.js';
+import { StampededDatabase, type SessionSupport } from './stampeded-database.js';
 import { dataSourceDependency } from './typeorm-token.js';
-import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { ConnectionOptions, StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 
 const logger = new Logger('Stampeded');
 
 function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource | undefined): PoolConfig {
-  if (options.connection) {
-    const { url, ...rest } = options.connection;
-    return url ? { connectionString: url, ...rest } : rest;
-  }
+  if (options.connection) return connectionConfig(options.connection);
   if (!dataSource) throw new StampededConfigError(NO_DATA_SOURCE(options.dataSource));
   if (dataSource.options.type !== 'postgres') throw new StampededConfigError(NOT_POSTGRES(dataSource.options.type));
   const master = (dataSource.driver as unknown as { master?: { options?: PoolConfig } }).master;
@@ -30,6 +27,23 @@ function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource 
 async function seedTablesIn(run: (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>, schema: string): Promise<boolean> {
   const [row] = await run(`SELECT to_regclass(format('%I.stampeded_jobs', $1::text)) IS NOT NULL AS present`, [schema]);
   return row.present === true;
+}
+
+/** What the connections may rely on: a transaction-mode pooler keeps no session between transactions. */
+export function sessionSupport(options: StampededModuleOptions): SessionSupport {
+  if (options.pooler === undefined) return {};
+  const pooler = options.pooler === 'transaction' ? { mode: 'transaction' as const } : options.pooler;
+  const listen = options.listenConnection ? connectionConfig(options.listenConnection) : undefined;
+  return {
+    session: false,
+    prepared: pooler.preparedStatements ?? false,
+    ...(listen ? { listen: { ...listen, application_name: 'stampeded-listen' } } : {}),
+  };
+}
+
+function connectionConfig(connection: ConnectionOptions): PoolConfig {
+  const { url, ...rest } = connection;
+  return url ? { connectionString: url, ...rest } : rest;
 }
 
 /**
@@ -53,7 +67,7 @@ export function createDatabaseProvider(): Provider {
         max: options.poolSize ?? 10,
         application_name: 'stampeded',
       };
-      const db = new StampededDatabase(config, schema);
+      const db = new StampededDatabase(config, schema, sessionSupport(options));
       try {
         const run = async (text: string, params?: unknown[]) => db.raw(text, params);
         await assertServerVersion(run);

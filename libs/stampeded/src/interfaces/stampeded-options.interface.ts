@@ -14,7 +14,11 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Queues to claim from. Default: every queue that a discovered task or registerQueue() names. */
   queues?: string[];
-  /** Poll for due jobs this often, for future runAt and lost notifications. Default 1000 ms. */
+  /**
+   * Poll for due jobs this often, for future runAt and lost notifications.
+   * Default 1000 ms; 500 ms behind a transaction-mode pooler with no
+   * `listenConnection`, where the poll is the only wake-up.
+   */
   pollIntervalMs?: number;
   /** On shutdown, how long running handlers may finish before they are aborted. Default 10000 ms. */
   shutdownTimeoutMs?: number;
@@ -50,6 +54,22 @@ export interface ConnectionOptions extends PoolConfig {
   url?: string;
 }
 
+/**
+ * How Stampeded's connections reach the database when they go through a
+ * pooler in transaction mode (PgBouncer's `pool_mode = transaction`, or a
+ * cloud pooler of that kind), where a connection is one session only for the
+ * length of a transaction. See docs/poolers.md.
+ */
+export interface PoolerOptions {
+  mode: 'transaction';
+  /**
+   * Whether the pooler keeps protocol-level prepared statements across
+   * transactions (PgBouncer 1.21 and later with `max_prepared_statements`
+   * above 0). Default false: every statement goes unnamed, parsed each time.
+   */
+  preparedStatements?: boolean;
+}
+
 export interface StampededModuleOptions {
   /** The Postgres schema Stampeded's tables live in. Default: `public`. */
   schema?: string;
@@ -57,6 +77,23 @@ export interface StampededModuleOptions {
   dataSource?: string;
   /** A connection of Stampeded's own, instead of the app's DataSource. */
   connection?: ConnectionOptions;
+  /**
+   * `'transaction'` when the connection (the app's DataSource's, or
+   * `connection`) goes through a transaction-mode pooler such as PgBouncer:
+   * then nothing relies on a session outliving a transaction. The maintenance
+   * leader holds a lease row instead of a session lock, statements go
+   * unnamed, and LISTEN happens only on `listenConnection` (without one, the
+   * worker, waitFor() and cancels poll). Not detected: a pooler is invisible
+   * to the client. Default: none (a direct connection, or a session-mode
+   * pooler). See docs/poolers.md.
+   */
+  pooler?: 'transaction' | PoolerOptions;
+  /**
+   * With `pooler: 'transaction'`: a direct connection to the same database,
+   * not through the pooler, used only to LISTEN (one connection per app).
+   * With it, wake-ups, cancels and `events: 'fleet'` work as without a pooler.
+   */
+  listenConnection?: ConnectionOptions;
   /** `'auto'` runs pending migrations at startup. Default: none (run them yourself). */
   migrations?: 'auto' | 'none';
   /** Size of Stampeded's own connection pool. Default 10. */
