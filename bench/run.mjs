@@ -7,7 +7,9 @@
 //   npm run bench -- --systems stampeded,graphile-worker --scenarios process
 //
 // PostgreSQL: DATABASE_URL when set, otherwise one started for the run
-// (embedded, synchronous_commit on). Numbers go to bench/out/ and, with
+// (embedded, synchronous_commit on); `--pg 16` starts PostgreSQL 16 (or any
+// of 14 to 18) from its binaries package instead, with the same initdb and
+// settings for every major, to compare versions (bench/RESULTS.md). Numbers go to bench/out/ and, with
 // --save, to bench/results/ (JSON and an SVG chart).
 //
 // How a processing run is measured, the same for every system:
@@ -32,6 +34,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
+import { startPostgresMajor } from '../test/support/postgres-major.mjs';
 import { drawChart } from './chart.mjs';
 
 const args = process.argv.slice(2);
@@ -41,6 +44,8 @@ const option = (name, fallback) => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const quick = flag('quick');
+/** --pg 16: a PostgreSQL of that major (14 to 18) from its binaries package, started alike for every major, instead of startPostgres(). */
+const PG_MAJOR = option('pg', undefined);
 const RUNS = Number(option('runs', quick ? 1 : 3));
 const SYSTEMS = option('systems', 'stampeded,graphile-worker,pg-boss,bullmq').split(',');
 const SCENARIOS = option('scenarios', 'enqueue,process,removed,latency,snapshot,queues,bloat,unlogged').split(',');
@@ -675,7 +680,9 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-server = await startPostgres();
+server = PG_MAJOR
+  ? { ...(await startPostgresMajor(Number(PG_MAJOR), { maxConnections: 200 })), provider: `PostgreSQL ${PG_MAJOR} binaries` }
+  : await startPostgres();
 await findPostmaster(server.url);
 const admin = await sqlClient(server.url);
 const [{ server_version: pgVersion }] = (await admin.query('SHOW server_version')).rows;

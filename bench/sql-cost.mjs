@@ -15,7 +15,7 @@
 // ({"ok":true,"n":<i>}, as a handler's return value is stored); --events
 // completes with the statement that also notifies the fleet of the outcomes
 // (events: 'fleet', while a process listens), a connection LISTENing to
-// them; --plans prints the plans; --setup "SQL" runs SQL before the load
+// them; --plans prints the plans; --pg 16 runs on PostgreSQL 16 (14 to 18); --setup "SQL" runs SQL before the load
 // (an experiment); STAMPEDED_SQL_COST_PID=1 prints the backend's pid, to
 // attach a profiler to it. PostgreSQL: DATABASE_URL when set (it needs pg_stat_statements
 // in shared_preload_libraries), otherwise one started for the run.
@@ -23,6 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
+import { startPostgresMajor } from '../test/support/postgres-major.mjs';
 import { migrate } from '@stampeded/nestjs';
 import { COMPLETE_MANY_NOTIFY, eventsChannel } from '@stampeded/nestjs/internal';
 
@@ -38,9 +39,9 @@ const RESULTS = args.includes('--results');
 const EVENTS = args.includes('--events');
 const FINISHED = Number(option('finished', 0));
 
-const server = await startPostgres({
-  settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' },
-});
+const STATEMENTS = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' };
+// --pg 16: that major (14 to 18) from its binaries package, the same initdb and settings for each, to compare versions.
+const server = option('pg') ? await startPostgresMajor(Number(option('pg')), { settings: STATEMENTS }) : await startPostgres({ settings: STATEMENTS });
 const db = await createTestDatabase(server.url, 'sql_cost');
 const client = new pg.Client({ connectionString: db.url });
 await client.connect();

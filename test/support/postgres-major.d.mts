@@ -1,4 +1,5 @@
 export declare const OLDER_MAJORS: readonly number[];
+export declare const MAJORS: readonly number[];
 export declare function binariesOf(major: number): string;
 export interface StartedPostgresMajor {
   url: string;

