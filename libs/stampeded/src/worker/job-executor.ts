@@ -96,6 +96,8 @@ export class JobExecutor {
     },
   };
 
+  private readonly lineListeners: ((queue: string) => void)[] = [];
+
   constructor(
     private readonly db: StampededDatabase,
     private readonly tasks: TaskRegistry,
@@ -108,6 +110,19 @@ export class JobExecutor {
 
   get runningCount(): number {
     return this.running.size;
+  }
+
+  /**
+   * Hears the queue of each keyed job whose outcome was written: the next
+   * job of its key may be claimable now, and no notification says so.
+   */
+  onLineMoved(listener: (queue: string) => void): void {
+    this.lineListeners.push(listener);
+  }
+
+  private lineMoved(job: Job): void {
+    if (job.orderingKey === null || job.orderingKey === undefined) return;
+    for (const listener of this.lineListeners) listener(job.queue);
   }
 
   /** This worker's running jobs of the queue. */
@@ -214,6 +229,7 @@ export class JobExecutor {
       return false;
     });
     this.events.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
+    if (owned) this.lineMoved(job);
     if (owned) this.config.control?.completed(job);
     else this.config.control?.recorded(job);
     return owned ? 'completed' : 'lost';
@@ -391,9 +407,11 @@ export class JobExecutor {
           });
         }
       }
+      this.lineMoved(job);
       this.events.emit('retrying', job, { ...detail, retryDelayMs: failure.retryDelayMs ?? undefined });
       return 'retrying';
     }
+    this.lineMoved(job);
     this.events.emit('discarded', job, { ...detail, deadLettered: result.deadLettered });
     return 'discarded';
   }
@@ -401,6 +419,7 @@ export class JobExecutor {
   /** Gives a job back without spending its attempt, unstarted or interrupted: it runs again as if never claimed. */
   async giveBack(job: Job): Promise<RunOutcome> {
     const owned = await this.recorder.release(job).catch(() => false);
+    if (owned) this.lineMoved(job);
     this.events.emit(owned ? 'released' : 'lost', job);
     return owned ? 'released' : 'lost';
   }

@@ -39,6 +39,8 @@ export class Worker {
     this.events = new WorkerEvents(events, config.workerId, config.tracer);
     this.executor = new JobExecutor(db, tasks, this.recorder, this.events, config, () => this.producer.slotFreed(), processRunner);
     this.producer = new JobProducer(db, this.recorder, this.executor, config);
+    // The next job of a key waits for this one's outcome: claim it then, not at the next poll.
+    this.executor.onLineMoved((queue) => this.producer.wake(queue));
   }
 
   get workerId(): string {

@@ -31,11 +31,16 @@ LANGUAGE sql AS $$
            -- Its turn in its key's line (stampeded_claim_batch.sql has why
            -- these two checks keep a key's jobs one at a time and in order).
            AND (stampeded_jobs.ordering_key IS NULL OR (
-                NOT EXISTS (SELECT 1 FROM stampeded_jobs e
+                (SELECT e.ordering_position FROM stampeded_jobs e
                              WHERE e.queue = p_queue
                                AND e.ordering_key = stampeded_jobs.ordering_key
                                AND e.ordering_position < stampeded_jobs.ordering_position
-                               AND e.state IN ('available','claimed','executing','retryable'))
+                               AND e.state IN ('available','claimed','executing','retryable')
+                               -- The job just ahead, read backwards from the job: its predecessor
+                               -- answers at once, where the line's start holds the index entries of
+                               -- its finished jobs. A scalar subquery, so that its order holds: an
+                               -- EXISTS drops it, and reads the whole line where a key is hot.
+                               ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
                 AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
                                  WHERE r.queue = p_queue
                                    AND r.ordering_key = stampeded_jobs.ordering_key
