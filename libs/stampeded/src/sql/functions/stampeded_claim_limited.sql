@@ -107,18 +107,6 @@ BEGIN
            AND j.state        IN ('available', 'retryable')
            AND j.scheduled_at <= v_now
            AND j.attempt      < j.max_attempts
-           -- Its turn in its key's line, as in stampeded_claim_batch (its
-           -- header has why these two checks keep a key's jobs in order).
-           AND (j.ordering_key IS NULL OR (
-                NOT EXISTS (SELECT 1 FROM stampeded_jobs e
-                             WHERE e.queue = p_queue
-                               AND e.ordering_key = j.ordering_key
-                               AND e.ordering_position < j.ordering_position
-                               AND e.state IN ('available','claimed','executing','retryable'))
-                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
-                                 WHERE r.queue = p_queue
-                                   AND r.ordering_key = j.ordering_key
-                                   AND r.state IN ('claimed','executing'))))
            AND NOT (('task:' || j.task) = ANY (v_full))
            AND (j.tenant_id IS NULL OR NOT (('tenant:' || j.tenant_id) = ANY (v_full)))
            AND (j.destination IS NULL OR NOT (('destination:' || j.destination) = ANY (v_full)))
