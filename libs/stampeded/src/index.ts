@@ -82,5 +82,20 @@ export type {
   MissedPolicy,
 } from './interfaces/schedule.interface.js';
 export type { RedriveOptions, RedriveResult, RedriveSource } from './interfaces/redrive.interface.js';
+export type {
+  WorkflowDefinition,
+  WorkflowJob,
+  WorkflowDependency,
+  FlowNode,
+  BatchDefinition,
+  BatchCounts,
+  EnqueueWorkflowOptions,
+  EnqueueWorkflowResult,
+  Workflow,
+  WorkflowJobState,
+  WorkflowSummary,
+  WorkflowDependencyJob,
+  CancelWorkflowResult,
+} from './interfaces/workflow.interface.js';
 export type { StampededClock } from './interfaces/clock.interface.js';
 export type { TracingOptions, TracerProviderLike } from './interfaces/tracing.interface.js';

@@ -195,3 +195,34 @@ export const REDRIVE_UNKNOWN_QUEUE = (where: string, queue: string, deadLetterQu
   `${where}: no job has ever been in queue "${queue}", so it holds no dead letters. ` +
   (deadLetterQueues.length ? `Queues holding dead-letter copies now: ${deadLetterQueues.join(', ')}. ` : `No queue holds dead-letter copies now. `) +
   `Give the dead-letter queue's name, as a task's deadLetterQueue option sets it. Nothing was changed.`;
+
+export const WORKFLOW_EMPTY = (where: string) => `${where}: a workflow needs at least one job in \`jobs\`. Nothing was enqueued.`;
+
+export const WORKFLOW_TOO_LARGE = (where: string, count: number, max: number) =>
+  `${where}: ${count} jobs is more than one workflow takes (${max}). Split it into workflows of ${max} jobs or fewer, ` +
+  `or chain them: the last job of one can enqueue the next. Nothing was enqueued.`;
+
+export const WORKFLOW_BAD_NAME = (where: string, value: string) =>
+  `${where}: each job needs a \`name\`, a non-empty string of 200 characters or fewer that is unique in the workflow, got ${value}. ` + `Nothing was enqueued.`;
+
+export const WORKFLOW_DUPLICATE_NAME = (where: string, name: string, first: number, second: number) =>
+  `${where}: jobs #${first} and #${second} are both named ${JSON.stringify(name)}; ` +
+  `a name says which job dependsOn means, so each must be unique in the workflow. Nothing was enqueued.`;
+
+export const WORKFLOW_UNKNOWN_DEPENDENCY = (where: string, job: string, dependency: string) =>
+  `${where}: job ${JSON.stringify(job)} depends on ${JSON.stringify(dependency)}, which is not a job of this workflow. ` +
+  `dependsOn names jobs of the same call: add that job, or fix the name. Nothing was enqueued.`;
+
+export const WORKFLOW_BAD_DEPENDENCY = (where: string, job: string, problem: string) =>
+  `${where}: job ${JSON.stringify(job)}: dependsOn ${problem}. ` + `Each entry is a job's name, or { name, ignoreFailure? }. Nothing was enqueued.`;
+
+export const WORKFLOW_CYCLE = (where: string, cycle: string[]) =>
+  `${where}: the jobs wait for each other in a cycle (${cycle.map((n) => JSON.stringify(n)).join(' -> ')}), so none of them could ever run. ` +
+  `A workflow's dependencies must form a DAG: remove one of these dependencies. Nothing was enqueued.`;
+
+export const WORKFLOW_NOT_FOUND = (id: string) =>
+  `No workflow with id ${id}. It may have been pruned with its jobs, or the id belongs to a job: a job's workflow is in getWorkflow(id) of its workflow id.`;
+
+export const NOT_IN_WORKFLOW = (id: string, method: string) =>
+  `ctx.${method}() in job ${id}: this job is not part of a workflow or batch, so it has nothing to read. ` +
+  `Enqueue it with enqueueWorkflow(), enqueueFlow() or enqueueBatch().`;

@@ -1,9 +1,9 @@
-export type JobState = 'available' | 'claimed' | 'executing' | 'retryable' | 'completed' | 'discarded' | 'cancelled';
+export type JobState = 'pending' | 'available' | 'claimed' | 'executing' | 'retryable' | 'completed' | 'discarded' | 'cancelled';
 
 export type FailureKind =
   'raised' | 'timed_out' | 'heartbeat_lost' | 'worker_exited' | 'worker_missing' | 'breaker_open' | 'throttled' | 'cancelled' | 'unrecoverable';
 
-export const JOB_STATES: readonly JobState[] = ['available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'];
+export const JOB_STATES: readonly JobState[] = ['pending', 'available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'];
 
 export interface JobErrorEntry {
   at: string;

@@ -1,6 +1,7 @@
 import type { Type } from '@nestjs/common';
 import type { JobOptions } from './job-options.interface.js';
 import type { JobProgress } from './job.interface.js';
+import type { BatchCounts, WorkflowDependencyJob } from './workflow.interface.js';
 import type { TaskScheduleOptions } from './schedule.interface.js';
 import type { RetryPolicy } from './retry-policy.interface.js';
 import type { ArgsValidateHook, StandardSchemaV1 } from './validation.interface.js';
@@ -96,6 +97,23 @@ export interface JobContext {
    * is logged and never fails the job.
    */
   progress(value: JobProgress): Promise<boolean>;
+  /**
+   * The jobs this job waited for in its workflow (enqueueWorkflow's
+   * dependsOn, enqueueFlow's children, a batch's jobs), by name, each with
+   * its state and its stored result. Rejects for a job outside a workflow.
+   */
+  dependencies<Result = unknown>(): Promise<WorkflowDependencyJob<Result>[]>;
+  /**
+   * The results of the jobs this job waited for, by their names in the
+   * workflow: what a BullMQ parent reads with getChildrenValues(). A
+   * dependency that did not complete, or returned nothing, is null. Typed by
+   * hand (`ctx.childResults<{ total: number }>()`), or, given a @Task()
+   * class or a name StampededTasks lists, by that task's result.
+   */
+  childResults<T extends TypedTask>(task: T): Promise<Record<string, ResultOf<T> | null>>;
+  childResults<Result = unknown>(): Promise<Record<string, Result | null>>;
+  /** For a batch's callback: how many of the batch's jobs completed, were discarded or cancelled. */
+  batch(): Promise<BatchCounts>;
 }
 
 export interface TaskHandler<Args extends object = Record<string, unknown>, Result = unknown> {

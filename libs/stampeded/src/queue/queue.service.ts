@@ -3,14 +3,14 @@ import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 import { JOB_COLUMN_DEFAULTS, LIMITS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
-import { INVALID_ARGS, INVALID_OPTION, JOB_NOT_FOUND, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { INVALID_ARGS, INVALID_OPTION, JOB_NOT_FOUND, UNKNOWN_OPTIONS, WORKFLOW_EMPTY, WORKFLOW_NOT_FOUND } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { JobEvents } from '../events/job-events.js';
 import { JobWaiters } from '../events/job-waiters.js';
 import { QueueRegistry } from './queue.registry.js';
-import { buildJobRow, validateQueueName, validateTaskName, type JobRow } from './job-input.validator.js';
+import { buildJobRow, describe, rejectUnknown, validateQueueName, validateTaskName, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
 import { CANCEL, CANCEL_NOTIFY, ENQUEUE, ENQUEUE_ONE, ENQUEUE_ONE_KEYS, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
@@ -26,6 +26,20 @@ import type { ArgsOf, RegisteredTaskName, ResultOf, TaskClass, TaskHandler, Type
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { Statement } from '../sql/statement.js';
 import type { RedriveOptions, RedriveResult } from '../interfaces/redrive.interface.js';
+import type {
+  BatchDefinition,
+  CancelWorkflowResult,
+  EnqueueWorkflowOptions,
+  EnqueueWorkflowResult,
+  FlowNode,
+  Workflow,
+  WorkflowDefinition,
+  WorkflowJob,
+  WorkflowSummary,
+} from '../interfaces/workflow.interface.js';
+import { CANCEL_WORKFLOW, ENQUEUE_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from '../sql/workflows.sql.js';
+import { flowToWorkflow, planWorkflow } from './workflow-graph.js';
+import { toWorkflow, toWorkflowSummary } from './workflow.mapper.js';
 
 /** One job of enqueueMany(), untyped: any task, args as JSON. */
 export interface EnqueueManyItem<Args extends object = Record<string, unknown>> {
@@ -287,6 +301,153 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     return new DeadLetterRedriver(this.db).redrive(deadLetterQueue, options, { where: 'redrive()', declaredQueues: declared });
   }
 
+  /**
+   * Enqueues a workflow in one statement and one transaction: jobs that each
+   * name the jobs of the same workflow they wait for (`dependsOn`), a DAG. A
+   * job runs once every job it waits for completed. When one of them is
+   * discarded or cancelled, the waiting job is cancelled, with the reason in
+   * its last_error, unless that dependency has `ignoreFailure: true`; then it
+   * runs anyway, and ctx.dependencies() tells it what happened. A cycle, an
+   * unknown or repeated dependency or a repeated name is refused before
+   * anything is written. With `manager`, the workflow joins that
+   * transaction.
+   */
+  async enqueueWorkflow(definition: WorkflowDefinition, options: EnqueueWorkflowOptions = {}): Promise<EnqueueWorkflowResult> {
+    const where = 'enqueueWorkflow()';
+    if (definition === null || typeof definition !== 'object') throw new InvalidJobError(`${where} takes { name, jobs }, got ${typeof definition}.`);
+    rejectUnknown(where, definition, ['name', 'jobs']);
+    return this.insertWorkflow(where, 'workflow', definition.name, definition.jobs, options);
+  }
+
+  /**
+   * Enqueues a BullMQ-style flow: a parent job that runs after its children
+   * (and they after theirs), reading their results with ctx.childResults().
+   * A workflow underneath: its id works with getWorkflow() and
+   * cancelWorkflow(). The root's name (default "0") is the workflow's name
+   * unless `name` is given.
+   */
+  async enqueueFlow(root: FlowNode, options: EnqueueWorkflowOptions & { name?: string } = {}): Promise<EnqueueWorkflowResult> {
+    const where = 'enqueueFlow()';
+    const { name, ...rest } = options ?? {};
+    const jobs = flowToWorkflow(where, root);
+    const rootJob = jobs[jobs.length - 1];
+    const taskName = typeof rootJob.task === 'function' ? this.tasks.nameOf(rootJob.task) : rootJob.task;
+    return this.insertWorkflow(where, 'workflow', name ?? `${taskName}`, jobs, rest);
+  }
+
+  /**
+   * Enqueues a batch: jobs that run independently, and a callback job that
+   * runs once, when every one of them has finished, whatever the outcome;
+   * ctx.batch() gives it how many completed, were discarded or cancelled.
+   * Exactly once however many processes finish the last jobs at the same
+   * moment (see stampeded_workflow_advance).
+   */
+  async enqueueBatch(definition: BatchDefinition, options: EnqueueWorkflowOptions = {}): Promise<EnqueueWorkflowResult> {
+    const where = 'enqueueBatch()';
+    if (definition === null || typeof definition !== 'object') throw new InvalidJobError(`${where} takes { name, jobs, callback }, got ${typeof definition}.`);
+    rejectUnknown(where, definition, ['name', 'jobs', 'callback']);
+    if (!Array.isArray(definition.jobs) || definition.jobs.length === 0) throw new InvalidJobError(WORKFLOW_EMPTY(where));
+    if (definition.callback === null || typeof definition.callback !== 'object') {
+      throw new InvalidJobError(`${where}: callback must be a job { task, args?, options?, name? } that runs when the batch has finished.`);
+    }
+    const members = definition.jobs.map((job, i) => {
+      if (job !== null && typeof job === 'object' && 'dependsOn' in job) {
+        throw new InvalidJobError(`${where}: job #${i} has dependsOn; a batch's jobs run independently. Use enqueueWorkflow() for dependencies.`);
+      }
+      return job;
+    });
+    const callbackName = definition.callback.name ?? 'callback';
+    const callback: WorkflowJob = {
+      ...definition.callback,
+      name: callbackName,
+      dependsOn: members.map((job) => ({ name: job.name, ignoreFailure: true })),
+    };
+    return this.insertWorkflow(where, 'batch', definition.name, [...members, callback], options);
+  }
+
+  /** A workflow (or batch) with each of its jobs' state and dependencies, or null. */
+  async getWorkflow(id: string): Promise<Workflow | null> {
+    this.assertUuid('getWorkflow()', id);
+    const [row] = await this.db.query(GET_WORKFLOW, [id]);
+    if (!row) return null;
+    const jobs = await this.db.query(WORKFLOW_JOBS, [id]);
+    return toWorkflow(row, jobs);
+  }
+
+  /** Workflows and batches, newest first, with their jobs counted by state. */
+  async workflows(options: { limit?: number; before?: string; name?: string } = {}): Promise<WorkflowSummary[]> {
+    const where = 'workflows()';
+    rejectUnknown(where, options, ['limit', 'before', 'name']);
+    const limit = options.limit ?? 50;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      throw new InvalidJobError(INVALID_OPTION(where, 'limit', `must be an integer from 1 to 1000, got ${limit}`));
+    if (options.before !== undefined) this.assertUuid(where, options.before);
+    const rows = await this.db.query(LIST_WORKFLOWS, [limit, options.before ?? null, options.name ?? null]);
+    return rows.map(toWorkflowSummary);
+  }
+
+  /**
+   * Cancels every job of a workflow that has not finished, in one
+   * statement; running ones see their signal fire, and no worker can record
+   * an outcome for them once this returns.
+   */
+  async cancelWorkflow(id: string, options: { reason?: string } = {}): Promise<CancelWorkflowResult> {
+    this.assertUuid('cancelWorkflow()', id);
+    const [found] = await this.db.query(GET_WORKFLOW, [id]);
+    if (!found) throw new InvalidJobError(WORKFLOW_NOT_FOUND(id));
+    const [row] = await this.db.query<{ cancelled: number }>(CANCEL_WORKFLOW, [id, options.reason ?? null]);
+    return { id, cancelled: row.cancelled };
+  }
+
+  private async insertWorkflow(
+    where: string,
+    kind: 'workflow' | 'batch',
+    name: unknown,
+    jobs: readonly WorkflowJob[],
+    options: EnqueueWorkflowOptions,
+  ): Promise<EnqueueWorkflowResult> {
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
+      throw new InvalidJobError(INVALID_OPTION(where, 'name', `must be a non-empty string of 200 characters or fewer, got ${describe(name)}`));
+    }
+    if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object { manager? }.`);
+    rejectUnknown(where, options, ['manager']);
+    const graph = planWorkflow(where, jobs);
+    const checks: Promise<void>[] = [];
+    const rows = jobs.map((job, i) => {
+      const at = `${where} job ${JSON.stringify(graph.names[i])}`;
+      rejectUnknown(at, job, ['name', 'task', 'args', 'options', 'dependsOn']);
+      if (job.options && ('manager' in job.options || 'dedup' in job.options || 'orderingKey' in job.options)) {
+        const problem =
+          'manager' in job.options
+            ? 'pass manager once, for the whole call'
+            : 'dedup' in job.options
+              ? 'a workflow job takes no dedup: the workflow is enqueued whole or not at all'
+              : 'a workflow job takes no orderingKey: dependsOn orders the workflow, and a waiting job ahead in a key\'s line would hold the key';
+        throw new InvalidJobError(`${at}: ${problem}.`);
+      }
+      const row = this.toRow(at, job.task, job.args, job.options ?? {});
+      const invalid = this.checkArgs(at, job.task, row);
+      if (invalid) checks.push(invalid);
+      return row;
+    });
+    if (checks.length) {
+      const refused = (await Promise.allSettled(checks)).find((check) => check.status === 'rejected');
+      if (refused) throw refused.reason;
+    }
+    const [workflowId] = this.ids.many(1);
+    const ids = this.ids.many(rows.length);
+    const extra = graph.names.map((step, i) => `"step":${JSON.stringify(step)},"deps_pending":${graph.waitsFor[i]}`);
+    const edges = JSON.stringify(graph.edges.map((e) => [e.from + 1, e.to + 1, e.ignoreFailure]));
+    const values = [...rowsToJson(rows, ids, extra), workflowId, name, kind, edges];
+    if (options.manager) {
+      const bound = this.db.statement(ENQUEUE_WORKFLOW);
+      await options.manager.query(bound.text, values);
+    } else {
+      await this.db.query(ENQUEUE_WORKFLOW, values);
+    }
+    return { id: workflowId, jobs: Object.fromEntries(graph.names.map((step, i) => [step, ids[i]])) };
+  }
+
   /** Jobs per state, from the trigger-maintained counters (never count(*)). */
   async counts(queue: string): Promise<QueueCounts>;
   async counts(): Promise<Record<string, QueueCounts>>;
@@ -449,9 +610,10 @@ const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
  * database does not parse them again for every row (bench/RESULTS.md). A
  * NULL column is left out (json_to_recordset reads a missing key as NULL).
  * args and meta are already-validated JSON text: spliced in as JSON, not
- * serialised twice. With `ids`, each row carries its id first.
+ * serialised twice. With `ids`, each row carries its id first; with
+ * `extra`, each row's members of a statement's own columns (JSON members).
  */
-function rowsToJson(rows: JobRow[], ids?: string[]): [rows: string, shared: string] {
+export function rowsToJson(rows: JobRow[], ids?: string[], extra?: string[]): [rows: string, shared: string] {
   const shared: (keyof JobRow)[] = [];
   const own: (keyof JobRow)[] = [];
   for (const key of ROW_KEYS) {
@@ -466,6 +628,7 @@ function rowsToJson(rows: JobRow[], ids?: string[]): [rows: string, shared: stri
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
     const members: string[] = ids ? [`"id":"${ids[i]}"`] : [];
+    if (extra) members.push(extra[i]);
     for (const key of own) {
       const value = row[key];
       if (value !== null && value !== undefined) members.push(member(key, value));

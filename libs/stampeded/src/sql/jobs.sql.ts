@@ -30,28 +30,31 @@ const INPUT_COLUMNS = `
            backoff_base_ms smallint, backoff_max_ms integer, max_interruptions smallint, max_deferrals smallint,
            dedup_scope text, dedup_period text, dead_letter_queue text, remove_on_complete boolean,
            backoff_base_wide_ms integer, ordering_key text`;
-const INPUT_NAMES = INPUT_COLUMNS.split(',').map((c) => c.trim().split(' ')[0]);
-const INPUT_VALUES = INPUT_NAMES.map((n) =>
-  ['args', 'meta'].includes(n) ? `coalesce(b.${n}, c.${n})::jsonb AS ${n}` : `coalesce(b.${n}, c.${n}) AS ${n}`,
-).join(', ');
-const INPUT_ROWS = `(
-    SELECT b.ord, ${INPUT_VALUES}
-      FROM ROWS FROM (json_to_recordset($1::json) AS (${INPUT_COLUMNS}))
-           WITH ORDINALITY AS b(${INPUT_NAMES.join(', ')}, ord)
-     CROSS JOIN json_to_record($2::json) AS c(${INPUT_COLUMNS})
+/** The batch's rows read from $1 and $2 (see INPUT_COLUMNS), with `extraColumns` of a statement's own after the job's. */
+export function jobInputRows(extraColumns = ''): string {
+  const columns = extraColumns ? `${INPUT_COLUMNS}, ${extraColumns}` : INPUT_COLUMNS;
+  const names = columns.split(',').map((c) => c.trim().split(/\s+/)[0]);
+  const values = names.map((n) => (['args', 'meta'].includes(n) ? `coalesce(b.${n}, c.${n})::jsonb AS ${n}` : `coalesce(b.${n}, c.${n}) AS ${n}`)).join(', ');
+  return `(
+    SELECT b.ord, ${values}
+      FROM ROWS FROM (json_to_recordset($1::json) AS (${columns}))
+           WITH ORDINALITY AS b(${names.join(', ')}, ord)
+     CROSS JOIN json_to_record($2::json) AS c(${columns})
 ) r`;
+}
+const INPUT_ROWS = jobInputRows();
 
 /** When a job is due: at its runAt, or its delay from now, on the database's clock. */
-const SCHEDULED_AT = (runAt: string, delayMs: string) => `coalesce(${runAt}, now() + make_interval(secs => coalesce(${delayMs}, 0) / 1000.0))`;
+export const SCHEDULED_AT = (runAt: string, delayMs: string) => `coalesce(${runAt}, now() + make_interval(secs => coalesce(${delayMs}, 0) / 1000.0))`;
 
 /**
  * A keyed job's place in its key's line (migration 11): its id, which is
  * drawn in enqueue order. NULL for a job without a key.
  */
-const ORDERING_POSITION = (key: string, id: string) => `CASE WHEN ${key} IS NOT NULL THEN ${id} END`;
+export const ORDERING_POSITION = (key: string, id: string) => `CASE WHEN ${key} IS NOT NULL THEN ${id} END`;
 
 /** The columns a job without a dedup scope is inserted with (ENQUEUE_PLAIN, ENQUEUE_ONE). */
-const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
+export const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
         max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals, dead_letter_queue, remove_on_complete,
         backoff_base_wide_ms, ordering_key, ordering_position`;
 

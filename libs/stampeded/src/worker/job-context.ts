@@ -1,8 +1,10 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import { CHECKPOINT, TOUCH } from '../sql/jobs.sql.js';
-import { CheckpointError } from '../errors/stampeded.errors.js';
-import { CHECKPOINT_TOO_LARGE } from '../stampeded.messages.js';
+import { JOB_DEPENDENCIES, WORKFLOW_MEMBER } from '../sql/workflows.sql.js';
+import { CheckpointError, InvalidJobError } from '../errors/stampeded.errors.js';
+import { CHECKPOINT_TOO_LARGE, NOT_IN_WORKFLOW } from '../stampeded.messages.js';
+import type { BatchCounts, WorkflowDependencyJob } from '../interfaces/workflow.interface.js';
 import { LIMITS } from '../stampeded.constants.js';
 import { toJsonObject } from '../queue/job-input.validator.js';
 import { progressText } from './progress-reporter.js';
@@ -83,6 +85,40 @@ export class RunContext<Run> implements JobContext {
 
   async progress(value: JobProgress): Promise<boolean> {
     return this.#hooks.progress(this.#run, progressText(value), value);
+  }
+
+  async dependencies<Result = unknown>(): Promise<WorkflowDependencyJob<Result>[]> {
+    const rows = await this.#db.query(JOB_DEPENDENCIES, [this.id]);
+    if (rows.length === 0) {
+      const [member] = await this.#db.query(WORKFLOW_MEMBER, [this.id]);
+      if (!member) throw new InvalidJobError(NOT_IN_WORKFLOW(this.id, 'dependencies'));
+    }
+    return rows.map((row) => ({
+      name: row.name,
+      id: row.id,
+      queue: row.queue,
+      task: row.task,
+      state: row.state,
+      result: row.result ?? null,
+      lastError: row.last_error ?? null,
+    }));
+  }
+
+  async childResults(): Promise<Record<string, any>> {
+    const deps = await this.dependencies();
+    return Object.fromEntries(deps.map((dep) => [dep.name, dep.result]));
+  }
+
+  async batch(): Promise<BatchCounts> {
+    const deps = await this.dependencies();
+    const counts: BatchCounts = { total: deps.length, completed: 0, discarded: 0, cancelled: 0 };
+    for (const dep of deps) {
+      // Only success removes a job (removeOnComplete): one that is gone completed.
+      if (dep.state === 'completed' || dep.state === 'removed') counts.completed++;
+      else if (dep.state === 'discarded') counts.discarded++;
+      else if (dep.state === 'cancelled') counts.cancelled++;
+    }
+    return counts;
   }
 
   async saveCheckpoint(state: unknown): Promise<void> {

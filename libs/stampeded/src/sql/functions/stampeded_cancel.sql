@@ -4,7 +4,9 @@
 -- stampeded_touch and stampeded_checkpoint all match on claimed_by, so from
 -- the moment this commits no worker can record an outcome for the job. The
 -- notification tells the worker that runs it to fire the handler's
--- AbortSignal; it is a courtesy, the fence does not depend on it.
+-- AbortSignal; it is a courtesy, the fence does not depend on it. A
+-- cancelled workflow job settles the jobs waiting for it
+-- (stampeded_workflow_advance) in the same transaction.
 CREATE OR REPLACE FUNCTION stampeded_cancel(p_id uuid, p_queue text DEFAULT NULL)
 RETURNS TABLE (was text, now_state text, queue text, worker_id uuid)
 LANGUAGE plpgsql AS $$
@@ -32,6 +34,10 @@ BEGIN
            -- A cancelled job frees its dedup slot, as every terminal state does.
            dedup_scope  = NULL
      WHERE stampeded_jobs.queue = j.queue AND id = j.id;
+
+    IF j.workflow_id IS NOT NULL THEN
+        PERFORM stampeded_workflow_advance(ARRAY[j.id], 'cancelled');
+    END IF;
 
     IF j.claimed_by IS NOT NULL THEN
         PERFORM pg_notify(current_schema() || '.stampeded_cancel', j.id::text);

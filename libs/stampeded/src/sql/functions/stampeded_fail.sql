@@ -6,6 +6,8 @@
 -- attempts (or unrecoverable) is discarded and, when it has a
 -- dead_letter_queue, copied there with its provenance; otherwise it is due
 -- again after p_retry_delay_ms. The error joins the job's errors ring buffer.
+-- A discarded workflow job settles the jobs waiting for it
+-- (stampeded_workflow_advance) in the same transaction.
 CREATE OR REPLACE FUNCTION stampeded_fail(
     p_queue        text,
     p_id           uuid,
@@ -90,6 +92,10 @@ BEGIN
             (j.dead_letter_queue, j.task, j.args, j.meta, j.tenant_id, j.priority, j.destination,
              j.id, j.queue, j.attempt, j.max_attempts);
         v_dlq := true;
+    END IF;
+
+    IF v_terminal AND j.workflow_id IS NOT NULL THEN
+        PERFORM stampeded_workflow_advance(ARRAY[p_id], 'discarded');
     END IF;
 
     RETURN QUERY SELECT v_was, v_state, v_dlq;

@@ -12,6 +12,9 @@
 -- after its row was reaped) has no stale heartbeat to be found by and would
 -- stay 'executing' forever. Such a job is reaped once its own last sign of
 -- life is as old as a dead worker's.
+--
+-- A discarded workflow job settles the jobs waiting for it
+-- (stampeded_workflow_advance), one call for all of them.
 CREATE OR REPLACE FUNCTION stampeded_reap(
     p_dead_after interval DEFAULT interval '5 minutes'
 ) RETURNS TABLE (id uuid, queue text, worker_id uuid)
@@ -66,7 +69,7 @@ LANGUAGE sql AS $$
          WHERE j.claimed_by = d.id
            AND j.state IN ('claimed','executing')
         RETURNING j.id, j.queue, d.id AS worker_id, j.state, j.task, j.args, j.meta, j.tenant_id,
-                  j.priority, j.destination, j.dead_letter_queue, j.attempt, j.max_attempts
+                  j.priority, j.destination, j.dead_letter_queue, j.attempt, j.max_attempts, j.workflow_id
     ),
     -- Unreferenced, and still run: PostgreSQL executes every data-modifying
     -- CTE to completion whether or not the outer query reads it.
@@ -80,5 +83,13 @@ LANGUAGE sql AS $$
          WHERE r.state = 'discarded' AND r.dead_letter_queue IS NOT NULL
         RETURNING 1
     )
-    SELECT r.id, r.queue, r.worker_id FROM reaped r;
+    advanced AS (
+        SELECT stampeded_workflow_advance(array_agg(r.id), 'discarded') AS n
+          FROM reaped r
+         WHERE r.state = 'discarded' AND r.workflow_id IS NOT NULL
+        HAVING count(*) > 0
+    )
+    -- Evaluated once, before the first row: it runs the advance.
+    SELECT r.id, r.queue, r.worker_id FROM reaped r
+     WHERE (SELECT count(*) FROM advanced) >= 0;
 $$;

@@ -1,0 +1,148 @@
+import { sql } from './statement.js';
+import { jobInputRows, ORDERING_POSITION, PLAIN_COLUMNS, SCHEDULED_AT } from './jobs.sql.js';
+
+/**
+ * A whole workflow in one statement (migration 10, workflows): its row, its
+ * jobs, their names and their edges. $1 and $2 are the jobs as the plain
+ * enqueue reads them (each row with its id, its name in the workflow, `step`,
+ * and how many jobs it waits for, `deps_pending`); $3 the workflow's id, $4
+ * its name, $5 its kind, $6 the edges as a JSON array of [dependency's
+ * position, waiting job's position, ignore_failure] (1-based, as ord).
+ * A job that waits for none is inserted 'available', and wakes the workers
+ * as any insert does; the others 'pending'. The foreign keys of the names
+ * and edges are checked at the end of the statement, by which time the
+ * workflow's row is there.
+ */
+export const ENQUEUE_WORKFLOW = sql(
+  'stampeded_enqueue_workflow',
+  `
+WITH input AS MATERIALIZED (
+    SELECT * FROM ${jobInputRows('step text, deps_pending integer')}
+),
+workflow AS (
+    INSERT INTO stampeded_workflows (id, name, kind, jobs)
+    VALUES ($3::uuid, $4::text, $5::text, (SELECT count(*) FROM input))
+),
+members AS (
+    INSERT INTO stampeded_workflow_jobs (workflow_id, name, job_queue, job_id)
+    SELECT $3::uuid, i.step, i.queue, i.id FROM input i
+),
+edges AS (
+    INSERT INTO stampeded_workflow_edges (workflow_id, depends_on_queue, depends_on_id, job_queue, job_id, ignore_failure)
+    SELECT $3::uuid, d.queue, d.id, w.queue, w.id, (e.value ->> 2)::boolean
+      FROM json_array_elements($6::json) e
+      JOIN input d ON d.ord = (e.value ->> 0)::bigint
+      JOIN input w ON w.ord = (e.value ->> 1)::bigint
+)
+INSERT INTO stampeded_jobs (${PLAIN_COLUMNS}, state, workflow_id, deps_pending)
+SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
+       ${SCHEDULED_AT('r.run_at', 'r.delay_ms')},
+       r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
+       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms,
+       r.ordering_key, ${ORDERING_POSITION('r.ordering_key', 'r.id')},
+       CASE WHEN r.deps_pending > 0 THEN 'pending' ELSE 'available' END, $3::uuid, nullif(r.deps_pending, 0)
+  FROM input r
+ ORDER BY r.ord`,
+);
+
+/** The states of a workflow's jobs, one row each, with what each waits for: getWorkflow(), the CLI, the dashboard. */
+export const WORKFLOW_JOBS = sql(
+  'stampeded_workflow_jobs',
+  `
+SELECT m.name, m.job_id::text AS id, m.job_queue AS queue, j.task, coalesce(j.state, 'removed') AS state, j.last_error,
+       coalesce((SELECT json_agg(json_build_object('name', dm.name, 'ignoreFailure', e.ignore_failure) ORDER BY dm.name)
+                   FROM stampeded_workflow_edges e
+                   JOIN stampeded_workflow_jobs dm ON dm.workflow_id = e.workflow_id AND dm.job_id = e.depends_on_id
+                  WHERE e.job_id = m.job_id), '[]'::json) AS depends_on
+  FROM stampeded_workflow_jobs m
+  LEFT JOIN stampeded_jobs j ON j.queue = m.job_queue AND j.id = m.job_id
+ WHERE m.workflow_id = $1::uuid
+ ORDER BY m.job_id`,
+);
+
+export const GET_WORKFLOW = sql('stampeded_get_workflow', `SELECT id::text AS id, name, kind, jobs, inserted_at FROM stampeded_workflows WHERE id = $1::uuid`);
+
+/**
+ * Workflows newest first, with their jobs counted by state ($1: how many,
+ * $2: a cursor, the last id of the previous page, or NULL; $3: a name, or
+ * NULL). Each workflow's jobs are read through its names' primary key.
+ */
+export const LIST_WORKFLOWS = sql(
+  'stampeded_list_workflows',
+  `
+SELECT w.id::text AS id, w.name, w.kind, w.jobs, w.inserted_at, c.counts
+  FROM stampeded_workflows w
+  CROSS JOIN LATERAL (
+       SELECT json_object_agg(s.state, s.n) AS counts
+         FROM (SELECT coalesce(j.state, 'removed') AS state, count(*) AS n
+                 FROM stampeded_workflow_jobs m
+                 LEFT JOIN stampeded_jobs j ON j.queue = m.job_queue AND j.id = m.job_id
+                WHERE m.workflow_id = w.id
+                GROUP BY 1) s) c
+ WHERE ($2::uuid IS NULL OR w.id < $2::uuid)
+   AND ($3::text IS NULL OR w.name = $3::text)
+ ORDER BY w.id DESC
+ LIMIT $1`,
+);
+
+/**
+ * Cancels every job of a workflow that has not finished, in one statement,
+ * fenced as stampeded_cancel is: claimed_by cleared, so no worker records an
+ * outcome for them, and the workers running them told through the cancel
+ * channel. Their dependents are all in the same workflow and cancelled by
+ * the same statement, so nothing is left to advance.
+ */
+export const CANCEL_WORKFLOW = sql(
+  'stampeded_cancel_workflow',
+  `
+WITH target AS MATERIALIZED (
+    SELECT j.queue, j.id, j.claimed_by
+      FROM stampeded_workflow_jobs m
+      JOIN stampeded_jobs j ON j.queue = m.job_queue AND j.id = m.job_id
+     WHERE m.workflow_id = $1::uuid
+       AND j.state NOT IN ('completed', 'discarded', 'cancelled')
+     ORDER BY j.queue, j.id
+       FOR UPDATE OF j
+),
+cancelled AS (
+    UPDATE stampeded_jobs j
+       SET state        = 'cancelled',
+           failure_kind = 'cancelled',
+           last_error   = left('workflow cancelled' || coalesce(': ' || $2::text, ''), 4000),
+           finished_at  = now(),
+           claimed_by   = NULL,
+           claimed_at   = NULL,
+           heartbeat_at = NULL,
+           dedup_scope  = NULL
+      FROM target t
+     WHERE j.queue = t.queue AND j.id = t.id
+       AND j.state NOT IN ('completed', 'discarded', 'cancelled')
+    RETURNING j.id, t.claimed_by
+)
+SELECT (SELECT count(*) FROM cancelled)::int AS cancelled,
+       (SELECT count(*) FROM (SELECT pg_notify(current_schema() || '.stampeded_cancel', c.id::text) FROM cancelled c
+                               WHERE c.claimed_by IS NOT NULL) n)::int AS notified`,
+);
+
+/**
+ * The jobs a job waits for, with their outcome and result, read by a
+ * running job (ctx.dependencies()). A dependency removed on completion has
+ * no row left: it completed, with no result to read.
+ */
+export const JOB_DEPENDENCIES = sql(
+  'stampeded_job_dependencies',
+  `
+SELECT m.name, e.depends_on_id::text AS id, e.depends_on_queue AS queue,
+       j.task, coalesce(j.state, 'removed') AS state, j.result, j.last_error
+  FROM stampeded_workflow_edges e
+  JOIN stampeded_workflow_jobs m ON m.workflow_id = e.workflow_id AND m.job_id = e.depends_on_id
+  LEFT JOIN stampeded_jobs j ON j.queue = e.depends_on_queue AND j.id = e.depends_on_id
+ WHERE e.job_id = $1::uuid
+ ORDER BY m.name`,
+);
+
+/** The workflow a job belongs to, if any: tells a root job with no dependencies from a job outside any workflow. */
+export const WORKFLOW_MEMBER = sql(
+  'stampeded_workflow_member',
+  `SELECT workflow_id::text AS workflow_id, name FROM stampeded_workflow_jobs WHERE job_id = $1::uuid LIMIT 1`,
+);
