@@ -2,7 +2,7 @@ import { sql } from './statement.js';
 import { jobInputRows, ORDERING_POSITION, PLAIN_COLUMNS, SCHEDULED_AT } from './jobs.sql.js';
 
 /**
- * A whole workflow in one statement (migration 10, workflows): its row, its
+ * A whole workflow in one statement (migration 13, workflows): its row, its
  * jobs, their names and their edges. $1 and $2 are the jobs as the plain
  * enqueue reads them (each row with its id, its name in the workflow, `step`,
  * and how many jobs it waits for, `deps_pending`); $3 the workflow's id, $4
