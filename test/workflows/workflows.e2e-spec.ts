@@ -248,6 +248,39 @@ describe('workflows', () => {
     expect(await countersAgree()).toEqual([]);
   });
 
+  it('a job the reaper discards, or one cancelled by hand, settles what waits for it', async () => {
+    const wf = await queue.enqueueWorkflow({
+      name: 'reaped',
+      jobs: [
+        { name: 'lost', task: 'flow-step', options: { queue: 'flows-reap', maxInterruptions: 0 } },
+        { name: 'cancelled', task: 'flow-step', options: { queue: 'flows-reap' } },
+        { name: 'after-lost', task: 'flow-step', dependsOn: ['lost'], options: { queue: 'flows-reap' } },
+        {
+          name: 'after-both',
+          task: 'flow-step',
+          dependsOn: [
+            { name: 'lost', ignoreFailure: true },
+            { name: 'cancelled', ignoreFailure: true },
+          ],
+          options: { queue: 'flows-reap' },
+        },
+      ],
+    });
+    const js = jobSql(sql);
+    const worker = await js.worker();
+    await js.claim('flows-reap', worker, 1);
+    await sql().query(`UPDATE stampeded_workers SET last_heartbeat = now() - interval '1 hour' WHERE id = $1`, [worker]);
+    expect((await sql().query(`SELECT id::text FROM stampeded_reap(interval '1 minute')`)).rows).toEqual([{ id: wf.jobs.lost }]);
+    let jobs = await byName(wf.id);
+    expect(jobs.lost.state).toBe('discarded');
+    expect(jobs['after-lost']).toMatchObject({ state: 'cancelled', last_error: `dependency lost (${wf.jobs.lost}) was discarded` });
+    expect(jobs['after-both'].state).toBe('pending');
+    await queue.cancel(wf.jobs.cancelled);
+    jobs = await byName(wf.id);
+    expect(jobs['after-both'].state).toBe('available');
+    expect(await countersAgree()).toEqual([]);
+  });
+
   it('enqueueFlow: a parent runs after its children and reads their results', async () => {
     const flow = await queue.enqueueFlow({
       name: 'report',

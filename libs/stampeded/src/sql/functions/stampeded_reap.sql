@@ -82,7 +82,7 @@ LANGUAGE sql AS $$
           FROM reaped r
          WHERE r.state = 'discarded' AND r.dead_letter_queue IS NOT NULL
         RETURNING 1
-    )
+    ),
     advanced AS (
         SELECT stampeded_workflow_advance(array_agg(r.id), 'discarded') AS n
           FROM reaped r
