@@ -422,7 +422,7 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
             ? 'pass manager once, for the whole call'
             : 'dedup' in job.options
               ? 'a workflow job takes no dedup: the workflow is enqueued whole or not at all'
-              : 'a workflow job takes no orderingKey: dependsOn orders the workflow, and a waiting job ahead in a key\'s line would hold the key';
+              : "a workflow job takes no orderingKey: dependsOn orders the workflow, and a waiting job ahead in a key's line would hold the key";
         throw new InvalidJobError(`${at}: ${problem}.`);
       }
       const row = this.toRow(at, job.task, job.args, job.options ?? {});
