@@ -106,11 +106,11 @@ export const INVALID_POOLER_OPTION = (where: string, got: unknown) =>
   `pool_mode = transaction), got ${inspect(got, { breakLength: Infinity })}. Leave it out for a direct connection or a session-mode pooler.`;
 
 export const LISTEN_CONNECTION_WITHOUT_POOLER = (where: string) =>
-  `${where}: listenConnection is the direct connection that LISTENs beside a transaction-mode pooler; without pooler: 'transaction' ` +
-  `Stampeded LISTENs on its own connection already. Set pooler: 'transaction', or leave listenConnection out.`;
+  `${where}: listenConnection is the direct connection that listens for notifications beside a transaction-mode pooler; without pooler: 'transaction' ` +
+  `Stampeded listens on its own connection already. Set pooler: 'transaction', or leave listenConnection out.`;
 
 export const FLEET_EVENTS_NEED_LISTEN = (where: string) =>
-  `${where}: events: 'fleet' hears other processes' job events through LISTEN, which a transaction-mode pooler does not keep. ` +
+  `${where}: events: 'fleet' hears other processes' job events by listening for notifications, which a transaction-mode pooler does not keep. ` +
   `Give listenConnection (a direct connection to the same database, e.g. { url: process.env.DIRECT_DATABASE_URL }), ` +
   `or set events: 'local' (this app's own workers' events; waitFor() still works, by polling).`;
 
