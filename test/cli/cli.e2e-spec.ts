@@ -152,6 +152,9 @@ describe('stampeded CLI', () => {
       ['health'],
       ['prune'],
       ['dlq', 'redrive'],
+      ['workflows', 'list'],
+      ['workflows', 'show'],
+      ['workflows', 'cancel'],
     ];
     for (const path of paths) {
       let command = program;
@@ -291,6 +294,56 @@ describe('stampeded CLI', () => {
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toMatch(/No job with id/);
       expect((await cli(url, ['jobs', 'retry', 'not-a-uuid'])).code).toBe(2);
+    });
+
+    it('lists workflows, shows one as a tree, and cancels one whole', async () => {
+      const setup = await bootApp(url, { stampeded: { worker: { enabled: false } } });
+      let flow: { id: string; jobs: Record<string, string> };
+      try {
+        flow = await setup.get(QueueService).enqueueWorkflow({
+          name: 'nightly',
+          jobs: [
+            { name: 'orders', task: 'fetch', args: {}, options: { queue: 'reports' } },
+            { name: 'refunds', task: 'fetch', args: {}, options: { queue: 'reports' } },
+            { name: 'report', task: 'build', args: {}, options: { queue: 'reports' }, dependsOn: ['orders', 'refunds'] },
+            { name: 'notify', task: 'notify', args: {}, options: { queue: 'reports' }, dependsOn: [{ name: 'report', ignoreFailure: true }] },
+          ],
+        });
+      } finally {
+        await setup.close();
+      }
+
+      const listed = await cli(url, ['workflows', 'list', '--json']);
+      expect(listed.code).toBe(0);
+      expect(listed.json()).toEqual([
+        expect.objectContaining({ id: flow.id, name: 'nightly', kind: 'workflow', jobs: 4, state: 'running', counts: { available: 2, pending: 2 } }),
+      ]);
+      expect((await cli(url, ['workflows', 'list'])).stdout).toMatch(new RegExp(`^${flow.id}\\s+nightly\\s+workflow\\s+4\\s+running`, 'm'));
+      expect((await cli(url, ['workflows', 'list', '--name', 'other'])).stdout.trim()).toBe('no workflows');
+
+      // The tree: notify at the top, what it waits for beneath it, indented by level.
+      const shown = await cli(url, ['workflows', 'show', flow.id]);
+      expect(shown.code).toBe(0);
+      const tree = shown.stdout.split('\n').filter((l) => /^\s*(orders|refunds|report|notify) {2}/.test(l));
+      expect(tree.map((l) => l.replace(/ {2}\S+ {2}\S+ {2}[0-9a-f-]{36}.*$/, ''))).toEqual(['notify', '  report', '    orders', '    refunds']);
+      expect(tree[1]).toMatch(/^ {2}report {2}pending {2}build {2}[0-9a-f-]{36} {2}\(runs even if this fails\)$/);
+      expect((await cli(url, ['workflows', 'show', flow.id, '--json'])).json()).toMatchObject({ id: flow.id, jobs: expect.any(Array) });
+
+      const cancelled = await cli(url, ['workflows', 'cancel', flow.id, '--reason', 'rerun tomorrow']);
+      expect(cancelled.code).toBe(0);
+      expect(cancelled.stdout).toMatch(/4 job\(s\) cancelled/);
+      const { rows } = await sql.query(`SELECT state, last_error FROM stampeded_jobs WHERE id = ANY($1::uuid[])`, [Object.values(flow.jobs)]);
+      expect(rows).toHaveLength(4);
+      for (const row of rows)
+        expect(row).toEqual({ state: 'cancelled', last_error: expect.stringMatching(/^workflow cancelled: rerun tomorrow, by .*\(stampeded CLI\)$/) });
+      expect((await cli(url, ['workflows', 'cancel', flow.id, '--json'])).json()).toEqual({ id: flow.id, cancelled: 0 });
+
+      const unknown = await cli(url, ['workflows', 'show', '01a2372e-0000-7000-8000-000000000000']);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/No workflow with id .*stampeded workflows list/);
+      const bad = await cli(url, ['workflows', 'cancel', 'nightly']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/"nightly" is not a workflow id/);
     });
 
     it('pauses and resumes a queue, saying who paused it and why', async () => {

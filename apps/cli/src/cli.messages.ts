@@ -21,6 +21,8 @@ export const NOT_INSTALLED = (schema: string) =>
 
 export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
 
+export const WORKFLOW_NOT_FOUND = (id: string) => `No workflow with id ${id}. List them with \`stampeded workflows list\`.`;
+
 export const SCHEDULE_NOT_FOUND = (key: string) => `No schedule with key "${key}". List them with \`stampeded schedules list\`.`;
 
 export const NOT_CHANGED = (action: string, id: string, state: string) => `Job ${id} is ${state}: ${action} did nothing to it.`;

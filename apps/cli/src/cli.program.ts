@@ -7,6 +7,7 @@ import { registerQueues } from './commands/queues.command.js';
 import { registerHealth } from './commands/health.command.js';
 import { registerPrune } from './commands/prune.command.js';
 import { registerDlq } from './commands/dlq.command.js';
+import { registerWorkflows } from './commands/workflows.command.js';
 import { bindIo } from './commands/command-context.js';
 import type { CliIo } from './output/output.js';
 
@@ -35,6 +36,7 @@ export function buildProgram(io: CliIo): Command {
   registerHealth(program);
   registerPrune(program);
   registerDlq(program);
+  registerWorkflows(program);
   // Commander's own exits (help, version, usage errors) come back to run(),
   // so that every exit code is one of ours.
   for (const command of program.commands.flatMap((c) => [c, ...c.commands])) command.exitOverride();

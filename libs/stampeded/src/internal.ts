@@ -18,3 +18,5 @@ export { decideVerdict, pauseExplained, QUEUE_POLICY_TREE } from './control/queu
 export type { BehaviourNode, Decision, QueueFacts, Verdict } from './control/queue-policy.tree.js';
 export { PAUSE_QUEUE, RESUME_QUEUE } from './sql/control.sql.js';
 export { StampededConfigError } from './errors/stampeded.errors.js';
+export { CANCEL_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from './sql/workflows.sql.js';
+export { toWorkflow, toWorkflowSummary } from './queue/workflow.mapper.js';

@@ -1,6 +1,20 @@
 import type { QueryResultRow } from 'pg';
 import type { RedriveOptions, RedriveResult } from '@stampeded/nestjs';
-import { DeadLetterRedriver, PAUSE_QUEUE, pauseExplained, RESUME_QUEUE, StampededConfigError, type Statement } from '@stampeded/nestjs/internal';
+import type { CancelWorkflowResult, Workflow, WorkflowSummary } from '@stampeded/nestjs';
+import {
+  CANCEL_WORKFLOW,
+  DeadLetterRedriver,
+  GET_WORKFLOW,
+  LIST_WORKFLOWS,
+  PAUSE_QUEUE,
+  pauseExplained,
+  RESUME_QUEUE,
+  StampededConfigError,
+  toWorkflow,
+  toWorkflowSummary,
+  WORKFLOW_JOBS,
+  type Statement,
+} from '@stampeded/nestjs/internal';
 import {
   BULK_CANCEL,
   BULK_COUNT,
@@ -21,7 +35,16 @@ import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
-import { BAD_BULK_ACTION, BAD_BULK_NUMBER, BAD_CURSOR, BAD_FILTER, BAD_SCAN, NOT_A_JOB_ID } from '../dashboard.messages.js';
+import {
+  BAD_BULK_ACTION,
+  BAD_BULK_NUMBER,
+  BAD_CURSOR,
+  BAD_FILTER,
+  BAD_SCAN,
+  BAD_WORKFLOW_LIMIT,
+  NOT_A_JOB_ID,
+  NOT_A_WORKFLOW_ID,
+} from '../dashboard.messages.js';
 
 /** What the inspector needs of a database: StampededDatabase fits. */
 export interface InspectorDatabase {
@@ -276,6 +299,31 @@ export class StampededInspector {
     return this.db.query(SCHEDULES);
   }
 
+  /** Workflows and batches, newest first, with their jobs counted by state: the core's own statement, as QueueService.workflows() reads it. */
+  async workflows(options: { limit?: number | string; name?: string } = {}): Promise<WorkflowSummary[]> {
+    const limit = options.limit === undefined || options.limit === '' ? 50 : Number(options.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new InspectorInputError(BAD_WORKFLOW_LIMIT(options.limit));
+    const rows = await this.db.query(LIST_WORKFLOWS, [limit, null, options.name || null]);
+    return rows.map(toWorkflowSummary);
+  }
+
+  /** One workflow with each job's state and what it waits for, or null. */
+  async workflow(id: string): Promise<Workflow | null> {
+    assertWorkflowId(id);
+    const [row] = await this.db.query(GET_WORKFLOW, [id]);
+    if (!row) return null;
+    return toWorkflow(row, await this.db.query(WORKFLOW_JOBS, [id]));
+  }
+
+  /** Cancels every unfinished job of a workflow, as QueueService.cancelWorkflow() does; null when there is no such workflow. */
+  async cancelWorkflow(id: string, reason?: string): Promise<CancelWorkflowResult | null> {
+    assertWorkflowId(id);
+    const [found] = await this.db.query(GET_WORKFLOW, [id]);
+    if (!found) return null;
+    const [row] = await this.db.query<{ cancelled: number }>(CANCEL_WORKFLOW, [id, reason || null]);
+    return { id, cancelled: row.cancelled };
+  }
+
   /** True when the schedule exists. */
   async setSchedulePaused(key: string, paused: boolean): Promise<boolean> {
     return (await this.db.query(SET_SCHEDULE_PAUSED, [key, paused])).length > 0;
@@ -424,6 +472,10 @@ export class StampededInspector {
 
 export function emptyCounts(): Record<State, number> {
   return Object.fromEntries(STATES.map((s) => [s, 0])) as Record<State, number>;
+}
+
+function assertWorkflowId(id: string): void {
+  if (typeof id !== 'string' || !UUID.test(id)) throw new InspectorInputError(NOT_A_WORKFLOW_ID(id));
 }
 
 function assertJobId(id: string): void {
