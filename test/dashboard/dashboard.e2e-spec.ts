@@ -611,6 +611,44 @@ describe('dashboard', () => {
       expect(seen).toEqual(rows.map((r) => r.id));
     });
 
+    it('lists workflows, shows one as an indented tree, and cancels one whole from its page and the API', async () => {
+      const flow = await queue.enqueueWorkflow({
+        name: '<b>nightly</b>',
+        jobs: [
+          { name: 'orders', task: 'fetch', args: {}, options: { queue: 'reports' } },
+          { name: 'refunds', task: 'fetch', args: {}, options: { queue: 'reports' } },
+          { name: 'report', task: 'build', args: {}, options: { queue: 'reports' }, dependsOn: ['orders', 'refunds'] },
+          { name: 'notify', task: 'notify', args: {}, options: { queue: 'reports' }, dependsOn: [{ name: 'report', ignoreFailure: true }] },
+        ],
+      });
+      expect(await (await get('/stampeded/api/workflows?name=%3Cb%3Enightly%3C%2Fb%3E')).json()).toEqual([
+        expect.objectContaining({ id: flow.id, kind: 'workflow', jobs: 4, state: 'running', counts: { available: 2, pending: 2 } }),
+      ]);
+      const list = await (await get('/stampeded/workflows')).text();
+      expect(list).toContain(`<a href="/stampeded/workflows/${flow.id}">&lt;b&gt;nightly&lt;/b&gt;</a>`);
+      expect(list).not.toContain('<b>nightly</b>');
+
+      // The tree: notify at the top, then what each job waits for, one level deeper each.
+      const page = await (await get(`/stampeded/workflows/${flow.id}`)).text();
+      const tree = [...page.matchAll(/<span class="tree">((?:&nbsp;)*)(?:&#8627; )?(\w+)<\/span>/g)].map((m) => `${m[1].length / 6 / 4}:${m[2]}`);
+      expect(tree).toEqual(['0:notify', '1:report', '2:orders', '2:refunds']);
+      expect(page).toMatch(/report<\/span> <span class="dim">\(runs even if this fails\)<\/span>/);
+      expect(page).toContain(`/stampeded/actions/workflows/${flow.id}/cancel`);
+
+      const cancelled = await post(`/stampeded/actions/workflows/${flow.id}/cancel`, { _back: `/stampeded/workflows/${flow.id}` });
+      expect(cancelled.status).toBe(303);
+      expect(cancelled.headers.get('location')).toBe(`/stampeded/workflows/${flow.id}`);
+      const { rows } = await sql.query(`SELECT state, last_error FROM stampeded_jobs WHERE id = ANY($1::uuid[])`, [Object.values(flow.jobs)]);
+      expect(rows).toEqual(Array(4).fill({ state: 'cancelled', last_error: 'workflow cancelled: by ops (dashboard)' }));
+      // Finished: no cancel button any more, and the API's cancel finds nothing left to end.
+      expect(await (await get(`/stampeded/workflows/${flow.id}`)).text()).not.toContain('/cancel"');
+      expect(await (await post(`/stampeded/api/workflows/${flow.id}/cancel`, { reason: 'again' })).json()).toEqual({ id: flow.id, cancelled: 0 });
+      expect(await (await get(`/stampeded/api/workflows/${flow.id}`)).json()).toMatchObject({ id: flow.id, state: 'finished', counts: { cancelled: 4 } });
+      expect((await get('/stampeded/api/workflows/01a2372e-0000-7000-8000-000000000000')).status).toBe(404);
+      expect((await get('/stampeded/api/workflows/nightly')).status).toBe(400);
+      expect((await post('/stampeded/api/workflows/01a2372e-0000-7000-8000-000000000000/cancel')).status).toBe(404);
+    });
+
     it('renders errors, workers and health', async () => {
       await queue.enqueue('sync-order', { order: 99 }, { queue: 'work', maxAttempts: 1 });
       for (const [path, expected] of [

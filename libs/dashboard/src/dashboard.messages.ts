@@ -25,6 +25,8 @@ export const NOT_A_JOB_ID = (id: string) => `${JSON.stringify(id)} is not a job 
 
 export const NOT_A_WORKFLOW_ID = (id: string) => `${JSON.stringify(id)} is not a workflow id (a UUID, as enqueueWorkflow() returned it).`;
 
+export const WORKFLOW_NOT_FOUND = (id: string) => `No workflow with id ${id}. The workflows page lists them.`;
+
 export const BAD_WORKFLOW_LIMIT = (value: unknown) => `limit must be a whole number from 1 to 1000; got ${JSON.stringify(value)}.`;
 
 export const SCHEDULE_NOT_FOUND = (key: string) => `No schedule with key ${JSON.stringify(key)}. List them with \`stampeded schedules list\`.`;

@@ -18,7 +18,7 @@ import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard } from '../auth/csrf.guard.js';
 import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
 import { CSRF_COOKIE } from '../dashboard.constants.js';
-import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND } from '../dashboard.messages.js';
+import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND } from '../dashboard.messages.js';
 import { StampededInspector, type ActionResult } from '../inspector/stampeded-inspector.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 
@@ -149,6 +149,29 @@ export class DashboardApiController {
   @Header('Cache-Control', 'no-store')
   schedules() {
     return this.inspector.schedules();
+  }
+
+  @Get('workflows')
+  @Header('Cache-Control', 'no-store')
+  workflows(@Query('name') name?: string, @Query('limit') limit?: string) {
+    return this.inspector.workflows({ name: name || undefined, limit });
+  }
+
+  @Get('workflows/:id')
+  @Header('Cache-Control', 'no-store')
+  async workflow(@Param('id') id: string) {
+    const workflow = await this.inspector.workflow(id);
+    if (!workflow) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
+    return workflow;
+  }
+
+  @Post('workflows/:id/cancel')
+  @HttpCode(200)
+  async cancelWorkflow(@Param('id') id: string, @Req() request: DashboardRequest, @Body() body?: { reason?: string }) {
+    const by = `by ${operatorOf(request)}`;
+    const result = await this.inspector.cancelWorkflow(id, typeof body?.reason === 'string' && body.reason ? `${body.reason}, ${by}` : by);
+    if (!result) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
+    return result;
   }
 
   @Post('schedules/:key/:action')

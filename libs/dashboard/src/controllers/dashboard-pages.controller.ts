@@ -20,11 +20,22 @@ import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard, ensureCsrfCookie } from '../auth/csrf.guard.js';
 import type { DashboardRequest } from '../auth/dashboard-request.js';
 import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
-import { JOB_NOT_FOUND } from '../dashboard.messages.js';
+import { JOB_NOT_FOUND, WORKFLOW_NOT_FOUND } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector, type BulkFilters } from '../inspector/stampeded-inspector.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
-import { bulkConfirmPage, errorsPage, healthPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage } from '../views/pages.view.js';
+import {
+  bulkConfirmPage,
+  errorsPage,
+  healthPage,
+  jobPage,
+  jobsPage,
+  queuesPage,
+  schedulesPage,
+  workersPage,
+  workflowPage,
+  workflowsPage,
+} from '../views/pages.view.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 import { operatorOf, runJobAction } from './dashboard-api.controller.js';
 
@@ -117,6 +128,20 @@ export class DashboardPagesController {
     return schedulesPage(this.context(request, response), await this.inspector.schedules());
   }
 
+  @Get('workflows')
+  @HtmlPage()
+  async workflows(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query('name') name?: string) {
+    return workflowsPage(this.context(request, response), await this.inspector.workflows({ name: name || undefined }));
+  }
+
+  @Get('workflows/:id')
+  @HtmlPage()
+  async workflow(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('id') id: string) {
+    const workflow = await this.inspector.workflow(id);
+    if (!workflow) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
+    return workflowPage(this.context(request, response), workflow);
+  }
+
   @Get('health')
   @HtmlPage()
   async health(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
@@ -152,6 +177,13 @@ export class DashboardPagesController {
     if (action === 'trigger') await this.inspector.triggerSchedule(key);
     else if (action === 'pause' || action === 'resume') await this.inspector.setSchedulePaused(key, action === 'pause');
     else throw new NotFoundException(`No schedule action "${action}".`);
+    return this.back(body);
+  }
+
+  @Post('actions/workflows/:id/cancel')
+  @Redirect()
+  async cancelWorkflow(@Req() request: DashboardRequest, @Param('id') id: string, @Body() body: Record<string, unknown>) {
+    if (!(await this.inspector.cancelWorkflow(id, `by ${operatorOf(request)}`))) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
     return this.back(body);
   }
 

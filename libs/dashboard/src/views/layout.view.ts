@@ -14,6 +14,7 @@ const NAV: [string, string][] = [
   ['/jobs', 'Jobs'],
   ['/errors', 'Errors'],
   ['/schedules', 'Schedules'],
+  ['/workflows', 'Workflows'],
   ['/workers', 'Workers'],
   ['/health', 'Health'],
 ];

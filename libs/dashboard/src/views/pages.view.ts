@@ -1,5 +1,7 @@
 import { STATES, type JobPage, type QueueSummary, type ThroughputBucket } from '../inspector/stampeded-inspector.js';
+import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
 import { throughputChart } from './chart.view.js';
+import { workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
 
@@ -348,4 +350,47 @@ export function healthPage(ctx: PageContext, health: Record<string, any>): strin
 
 export function errorPage(ctx: PageContext, status: number, message: string): string {
   return layout(ctx, '', status === 404 ? 'Not found' : 'Error', `<p class="bad">${esc(message)}</p>`);
+}
+
+const countsText = (counts: Partial<Record<string, number>>) =>
+  Object.entries(counts)
+    .map(([state, n]) => `${state} ${n}`)
+    .join(', ');
+
+export function workflowsPage(ctx: PageContext, workflows: WorkflowSummary[]): string {
+  const rows = workflows.map((w) => [
+    `<a href="${esc(`${ctx.base}/workflows/${w.id}`)}">${esc(w.name)}</a>`,
+    `<code title="${esc(w.id)}">${esc(shortId(w.id))}</code>`,
+    esc(w.kind),
+    esc(w.jobs),
+    `<span class="tag">${esc(w.state)}</span>`,
+    esc(countsText(w.counts)),
+    show(w.insertedAt),
+  ]);
+  return layout(ctx, '/workflows', 'Workflows', table(['name', 'id', 'kind', 'jobs', 'state', 'jobs by state', 'enqueued'], rows, 'no workflows'));
+}
+
+/** One workflow as an indented tree: each job above the jobs it waits for (workflowTree()). */
+export function workflowPage(ctx: PageContext, workflow: Workflow): string {
+  const back = `${ctx.base}/workflows/${workflow.id}`;
+  const rows = workflowTree(workflow.jobs).map((line) => {
+    const job = line.job;
+    const indent = '&nbsp;&nbsp;&nbsp;&nbsp;'.repeat(line.depth) + (line.depth ? '&#8627; ' : '');
+    const notes = [line.ignoreFailure ? 'runs even if this fails' : '', line.repeat ? 'shown above' : ''].filter(Boolean).join('; ');
+    return [
+      `<span class="tree">${indent}${esc(job.name)}</span>${notes ? ` <span class="dim">(${esc(notes)})</span>` : ''}`,
+      `<span class="tag ${esc(job.state)}">${esc(job.state)}</span>`,
+      esc(job.task ?? '-'),
+      job.state === 'removed' ? `<code>${esc(shortId(job.id))}</code>` : jobLink(ctx, job.id, job.queue),
+      job.lastError ? `<span class="dim">${esc(job.lastError)}</span>` : '',
+    ];
+  });
+  const cancel = workflow.state === 'running' ? actionButton(ctx, `/actions/workflows/${workflow.id}/cancel`, 'Cancel every unfinished job', back) : '';
+  const head = `<p><code>${esc(workflow.id)}</code> · ${esc(workflow.kind)} · <span class="tag">${esc(workflow.state)}</span> · ${esc(countsText(workflow.counts))} ${cancel}</p>`;
+  return layout(
+    ctx,
+    '/workflows',
+    `Workflow ${workflow.name}`,
+    head + table(['job (above what it waits for)', 'state', 'task', 'id', 'last error'], rows, 'no jobs'),
+  );
 }
