@@ -2,11 +2,7 @@ import type pg from 'pg';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import { LEADER_PING, RELEASE_LEADER_LOCK, TRY_LEADER_LOCK } from '../sql/maintenance.sql.js';
 import type { Statement } from '../sql/statement.js';
-
-export interface LeaderElectionHandlers {
-  onElected(): void;
-  onDeposed(reason: string): void;
-}
+import { LeaderLoop, type LeaderElectionHandlers } from './leader-loop.js';
 
 /**
  * One maintenance leader per schema, by a session advisory lock held on a
@@ -27,40 +23,23 @@ export interface LeaderElectionHandlers {
  * connection on the same beat: if the ping fails, it steps down at once, as
  * the server will have released the lock with the session.
  */
-export class LeaderElection {
+export class LeaderElection extends LeaderLoop {
   private client?: pg.Client;
-  private timer?: NodeJS.Timeout;
   private leading = false;
-  private stopped = false;
-  private checking?: Promise<void>;
 
   constructor(
     private readonly db: StampededDatabase,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly handlers: LeaderElectionHandlers,
-  ) {}
+  ) {
+    super(intervalMs);
+  }
 
   get isLeader(): boolean {
     return this.leading;
   }
 
-  start(): void {
-    this.stopped = false;
-    void this.check();
-  }
-
-  private async check(): Promise<void> {
-    if (this.stopped) return;
-    this.checking = this.checkOnce();
-    await this.checking;
-    this.checking = undefined;
-    // Unreferenced, like the connection below: housekeeping never keeps a
-    // process alive on its own -- not even one whose app failed to start
-    // after the election began, which nobody will ever close.
-    if (!this.stopped) this.timer = setTimeout(() => void this.check(), this.intervalMs).unref();
-  }
-
-  private async checkOnce(): Promise<void> {
+  protected async checkOnce(): Promise<void> {
     let client: pg.Client | undefined;
     try {
       client = await this.connection();
@@ -125,9 +104,7 @@ export class LeaderElection {
 
   /** Steps down (releasing the lock, so that a follower need not wait for the session to end) and closes the connection. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.checking;
+    await this.stopChecks();
     const client = this.client;
     this.client = undefined;
     if (!client) return;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import { GIVE_UP_LEASE, RENEW_LEASE, TAKE_LEASE } from '../sql/maintenance.sql.js';
-import type { LeaderElectionHandlers } from './leader-election.js';
+import { LeaderLoop, type LeaderElectionHandlers } from './leader-loop.js';
 
 /** The lease lasts this many leader checks past its last renewal. */
 export const LEASE_CHECKS = 3;
@@ -26,22 +26,20 @@ export const LEASE_CHECKS = 3;
  * Between the stall and its step-down a stale leader may run one more tick,
  * which every maintenance service tolerates (SKIP LOCKED, fenced updates).
  */
-export class LeaderLease {
+export class LeaderLease extends LeaderLoop {
   private readonly holder = randomUUID();
   private readonly leaseMs: number;
-  private timer?: NodeJS.Timeout;
   private term?: string;
   /** Until when (performance.now()) this process may act as the leader without renewing. */
   private trustedUntil = 0;
-  private stopped = false;
-  private checking?: Promise<void>;
 
   constructor(
     private readonly db: StampededDatabase,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly handlers: LeaderElectionHandlers,
     private readonly name = 'maintenance',
   ) {
+    super(intervalMs);
     this.leaseMs = intervalMs * LEASE_CHECKS;
   }
 
@@ -49,21 +47,7 @@ export class LeaderLease {
     return this.term !== undefined && performance.now() < this.trustedUntil;
   }
 
-  start(): void {
-    this.stopped = false;
-    void this.check();
-  }
-
-  private async check(): Promise<void> {
-    if (this.stopped) return;
-    this.checking = this.checkOnce();
-    await this.checking;
-    this.checking = undefined;
-    // Unreferenced: housekeeping never keeps a process alive on its own.
-    if (!this.stopped) this.timer = setTimeout(() => void this.check(), this.intervalMs).unref();
-  }
-
-  private async checkOnce(): Promise<void> {
+  protected async checkOnce(): Promise<void> {
     const sentAt = performance.now();
     try {
       if (this.term !== undefined) {
@@ -111,9 +95,7 @@ export class LeaderLease {
 
   /** Steps down, expiring the lease so that a follower need not wait it out. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.checking;
+    await this.stopChecks();
     await this.giveUp();
   }
 }
