@@ -21,9 +21,17 @@
 -- never deadlock. A job whose key is full is not claimed at all: it spends
 -- no attempt and no deferral, and it stays where it is in the claim order.
 --
+-- Full keys are looked up by the keys the candidates carry, through the
+-- table's primary key, never by reading every key's row: with a window per
+-- tenant or per destination ('*') the table holds a row per tenant ever
+-- limited, and a claim reads only its own few. The candidates are read in
+-- claim order; when some carry a full key, they are read again without that
+-- key's jobs (a few rounds at most: a job of a full key that is still read
+-- is not taken, as its key has no room).
+--
 -- A claim held back by a full window returns one more row, with a NULL job
--- and held_ms, the time until the first full window frees a start: the
--- worker claims again then, rather than at its next poll.
+-- and held_ms, the time until the first full window its candidates met
+-- frees a start: the worker claims again then, rather than at its next poll.
 --
 -- A job with an ordering key (migration 11) waits for its turn here too,
 -- as in stampeded_claim_batch.
@@ -43,8 +51,11 @@ DECLARE
     v_cap     integer;
     v_now     timestamptz;
     v_ids     uuid[];
-    v_full    text[];
+    v_full    text[] := '{}';
     v_held    timestamptz;
+    v_found   text[];
+    v_until   timestamptz;
+    v_round   integer := 0;
     c_ids     uuid[];
     c_keys    text[];   -- per candidate, its keys with a rule, as 'k1|k2|...'
     v_keys    text[];
@@ -90,16 +101,17 @@ BEGIN
     -- The windows' clock: read after the cap's lock, so that claims that
     -- waited on each other log their starts in the order they took them.
     v_now := coalesce(p_now, clock_timestamp());
-    SELECT array_agg(rl.key), min(rl.full_until) INTO v_full, v_held
-      FROM stampeded_rate_limits rl WHERE rl.full_until > v_now;
-    v_full := coalesce(v_full, '{}');
-    IF ('queue:' || p_queue) = ANY (v_full) THEN
+    SELECT rl.full_until INTO v_held
+      FROM stampeded_rate_limits rl WHERE rl.key = 'queue:' || p_queue AND rl.full_until > v_now;
+    IF v_held IS NOT NULL THEN
         RETURN QUERY SELECT NULL::stampeded_jobs, ceil(extract(epoch FROM v_held - v_now) * 1000)::integer;
         RETURN;
     END IF;
 
+    LOOP
     -- Candidates: a few times the room, in claim order, leaving out the jobs
-    -- of full keys, each with the keys it falls under that have a rule.
+    -- of the full keys found so far, each with the keys it falls under that
+    -- have a rule.
     WITH c AS MATERIALIZED (
         SELECT j.id, j.priority, j.scheduled_at, j.task, j.tenant_id, j.destination
           FROM stampeded_jobs j
@@ -144,11 +156,25 @@ BEGIN
       INTO c_ids, c_keys
       FROM keyed;
     IF c_ids IS NULL THEN
+        -- Every due job is under a full key: claim again when the first frees.
+        IF v_held IS NOT NULL THEN
+            RETURN QUERY SELECT NULL::stampeded_jobs, greatest(1, ceil(extract(epoch FROM v_held - v_now) * 1000))::integer;
+        END IF;
         RETURN;
     END IF;
 
     v_keys := ARRAY(SELECT DISTINCT u.key FROM unnest(c_keys) AS ck(keys), unnest(string_to_array(ck.keys, '|')) AS u(key)
                      WHERE u.key <> '' ORDER BY 1);
+    -- The candidates' full keys, by primary key.
+    SELECT array_agg(rl.key), min(rl.full_until) INTO v_found, v_until
+      FROM stampeded_rate_limits rl
+     WHERE rl.key = ANY (v_keys) AND rl.full_until > v_now AND NOT (rl.key = ANY (v_full));
+    EXIT WHEN v_found IS NULL;
+    v_full := v_full || v_found;
+    v_held := least(v_held, v_until);
+    v_round := v_round + 1;
+    EXIT WHEN v_round >= 4;
+    END LOOP;
     -- Every key's row exists before any is locked; both in key order.
     INSERT INTO stampeded_rate_limits (key) SELECT u.key FROM unnest(v_keys) AS u(key) ORDER BY 1 ON CONFLICT (key) DO NOTHING;
     v_limits := array_fill(0, ARRAY[cardinality(v_keys)]);
