@@ -6,7 +6,7 @@ import { WorkerProcess, type WorkerProcessConfig } from '../support/worker-proce
 
 const LONG = process.env.STAMPEDED_CONTROL_LONG === '1';
 
-describe('queue control: rate limits per queue, task and tenant, for the whole fleet', () => {
+describe('queue control: rate limits per queue, task, tenant and destination, for the whole fleet', () => {
   let db: TestDatabase;
   let sql: pg.Client;
   const fleet: WorkerProcess[] = [];
@@ -141,5 +141,54 @@ describe('queue control: rate limits per queue, task and tenant, for the whole f
     );
     expect(attempts.rows[0]).toMatchObject({ attempts: 1, deferrals: 0 });
     expect(attempts.rows[0].waiting).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('limits each destination in its own window across three processes, and a destination at its limit does not slow another', async () => {
+    const stampeded = {
+      worker: { concurrency: 10 },
+      // '*': every destination its own window of 10 a second; a named one replaces it.
+      control: { rateLimits: { destinations: { '*': { limit: 10, per: '1s' }, 'fast.example.com': { limit: 10_000, per: '1s' } } } },
+    };
+    await startFleet(3, { stampeded, queues: [{ name: 'calls' }] });
+    // The limited destinations first in claim order, then the fast one's jobs behind them.
+    for (const [destination, n] of [
+      ['a.example.com', 40],
+      ['b.example.com', 40],
+      ['fast.example.com', 300],
+    ] as const) {
+      await sql.query(`INSERT INTO stampeded_jobs (queue, task, destination) SELECT 'calls', 'call', $1 FROM generate_series(1, $2)`, [destination, n]);
+    }
+    const completed = async (destination: string) =>
+      (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE destination = $1 AND state = 'completed'`, [destination])).rows[0].n as number;
+    await waitFor(async () => (await completed('fast.example.com')) === 300, 'the fast destination to drain', 60_000, 20);
+    const limitedDoneWhenFastDrained = (await completed('a.example.com')) + (await completed('b.example.com'));
+    await waitFor(async () => (await completed('a.example.com')) + (await completed('b.example.com')) === 80, 'the limited destinations to drain', 60_000, 50);
+
+    const a = await mostInAnyWindow(`destination = 'a.example.com'`, 1000);
+    const b = await mostInAnyWindow(`destination = 'b.example.com'`, 1000);
+    const both = await mostInAnyWindow(`destination IN ('a.example.com', 'b.example.com')`, 1000);
+    // The fast destination's starts before a.example.com's second window could open (its 11th start).
+    const { rows: early } = await sql.query(
+      `SELECT count(*)::int AS n FROM stampeded_jobs
+        WHERE destination = 'fast.example.com'
+          AND claimed_at < (SELECT claimed_at FROM stampeded_jobs WHERE destination = 'a.example.com' ORDER BY claimed_at OFFSET 10 LIMIT 1)`,
+    );
+    process.stderr.write(
+      `destination limit 10/s each ('*'), 3 processes x concurrency 10: at most ${a} (a) and ${b} (b) started in any 1 s window, ${both} of both; ` +
+        `${early[0].n} of 300 fast jobs started before a's second window, ${limitedDoneWhenFastDrained} of 80 limited done when they drained\n`,
+    );
+    // Each destination's window holds, counted from claimed_at.
+    expect(a).toBeLessThanOrEqual(10);
+    expect(b).toBeLessThanOrEqual(10);
+    // Used, not merely respected.
+    expect(a).toBeGreaterThanOrEqual(9);
+    expect(b).toBeGreaterThanOrEqual(9);
+    // Each its own window: one window shared by every destination would hold both to 10 together.
+    expect(both).toBeGreaterThan(10);
+    // The fast destination is not held behind the full ones: most of its jobs start in their first window.
+    expect(early[0].n).toBeGreaterThan(30);
+    expect(limitedDoneWhenFastDrained).toBeLessThan(80);
+    const { rows } = await sql.query(`SELECT max(attempt)::int AS attempts, max(deferrals)::int AS deferrals FROM stampeded_jobs`);
+    expect(rows[0]).toMatchObject({ attempts: 1, deferrals: 0 });
   }, 120_000);
 });
