@@ -23,6 +23,15 @@ class Ranked implements TaskHandler<{ label: string }> {
   }
 }
 
+@Task('paced', { queue: 'paced' })
+class Paced implements TaskHandler<{ label: string }> {
+  async handle(args: { label: string }) {
+    // Long enough that the claim loop ends before the slot frees.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    started.push(args.label);
+  }
+}
+
 /** The issue's four jobs, in the order they are enqueued. */
 const FOUR: [string, EnqueueOptions][] = [
   ['5', { priority: 5 }],
@@ -98,5 +107,21 @@ describe('claim order across the local buffer', () => {
       `SELECT max(n)::int AS largest FROM (SELECT count(*) AS n FROM stampeded_jobs WHERE queue = 'ranked' GROUP BY claimed_at) c`,
     );
     expect(rows[0].largest).toBeGreaterThan(1);
+  });
+
+  it('without prefetch, a freed slot claims the next job at once, never waiting for the poll', async () => {
+    // Jobs in the queue before the worker starts, and a poll too far off to
+    // help: after the first claim, only the slots the jobs free can start
+    // the next ones. A slot freed while a claim loop is ending must still
+    // lead to a claim, or the queue stalls here until the poll.
+    await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, args) SELECT 'paced', 'paced', jsonb_build_object('label', i::text) FROM generate_series(1, 60) i`,
+    );
+    app = await bootApp(db.url, {
+      providers: [Paced],
+      stampeded: { worker: { concurrency: 1, prefetch: 0, claimBatchSize: 1, pollIntervalMs: 600_000 }, maintenance: { enabled: false } },
+    });
+    await waitFor(() => started.length === 60, 'all sixty jobs to start, one claim each');
+    expect(new Set(started).size).toBe(60);
   });
 });

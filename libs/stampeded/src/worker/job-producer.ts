@@ -122,11 +122,24 @@ export class JobProducer {
     } else {
       this.emptyQueues.clear();
     }
+    this.fetch();
+  }
+
+  /**
+   * Runs the claim loop, or has the one under way take another pass. A
+   * request that comes after the loop's last pass, while its promise
+   * settles, starts the loop again: a slot freed in that gap would otherwise
+   * wait for the next poll.
+   */
+  private fetch(): void {
     if (this.fetching) {
       this.wakeRequested = true;
       return;
     }
-    this.fetching = this.fetchLoop().finally(() => (this.fetching = undefined));
+    this.fetching = this.fetchLoop().finally(() => {
+      this.fetching = undefined;
+      if (this.wakeRequested && !this.stopping) this.fetch();
+    });
   }
 
   /** A running job left its slot: start the next buffered one, and claim more when the buffer runs low. */
@@ -235,6 +248,8 @@ export class JobProducer {
       } while (this.wakeRequested && !this.stopping);
       this.claimFailures = 0;
     } catch (err) {
+      // The retry below is the next pass, not the settling loop.
+      this.wakeRequested = false;
       if (isOrderingRace(err)) {
         // Lost a race for a key to another claim (stampeded_claim_batch.sql):
         // nothing was claimed, and the next claim sees the winner's job running.
@@ -425,8 +440,11 @@ export class JobProducer {
       if (!job) break;
       void this.runner.execute(job, this.claimedLocally.get(job));
     }
-    // Below half the buffer, claim more before the last buffered job starts.
-    if (!this.stopping && !this.fetching && this.startableBuffered() <= this.prefetch() / 2) this.wake();
+    // Below half the buffer, claim more before the last buffered job starts:
+    // at once, or in another pass of the claim loop under way.
+    if (this.stopping || this.startableBuffered() > this.prefetch() / 2) return;
+    if (this.fetching) this.wakeRequested = true;
+    else this.wake();
   }
 }
 
