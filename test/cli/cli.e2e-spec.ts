@@ -318,12 +318,15 @@ describe('stampeded CLI', () => {
       expect(listed.json()).toEqual([
         expect.objectContaining({ id: flow.id, name: 'nightly', kind: 'workflow', jobs: 4, state: 'running', counts: { available: 2, pending: 2 } }),
       ]);
-      expect((await cli(url, ['workflows', 'list'])).stdout).toMatch(new RegExp(`^${flow.id}\\s+nightly\\s+workflow\\s+4\\s+running`, 'm'));
+      expect((await cli(url, ['workflows', 'list'])).stdout).toMatch(
+        new RegExp(`^${flow.id}\\s+nightly\\s+workflow\\s+4\\s+running\\s+pending 2, available 2\\s`, 'm'),
+      );
       expect((await cli(url, ['workflows', 'list', '--name', 'other'])).stdout.trim()).toBe('no workflows');
 
       // The tree: notify at the top, what it waits for beneath it, indented by level.
       const shown = await cli(url, ['workflows', 'show', flow.id]);
       expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/^jobs:\s+pending 2, available 2$/m);
       const tree = shown.stdout.split('\n').filter((l) => /^\s*(orders|refunds|report|notify) {2}/.test(l));
       expect(tree.map((l) => l.replace(/ {2}\S+ {2}\S+ {2}[0-9a-f-]{36}.*$/, ''))).toEqual(['notify', '  report', '    orders', '    refunds']);
       expect(tree[1]).toMatch(/^ {2}report {2}pending {2}build {2}[0-9a-f-]{36} {2}\(runs even if this fails\)$/);

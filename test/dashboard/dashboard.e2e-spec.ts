@@ -627,6 +627,7 @@ describe('dashboard', () => {
       const list = await (await get('/stampeded/workflows')).text();
       expect(list).toContain(`<a href="/stampeded/workflows/${flow.id}">&lt;b&gt;nightly&lt;/b&gt;</a>`);
       expect(list).not.toContain('<b>nightly</b>');
+      expect(list).toMatch(/<td>pending 2, available 2<\/td>/);
 
       // The tree: notify at the top, then what each job waits for, one level deeper each.
       const page = await (await get(`/stampeded/workflows/${flow.id}`)).text();
@@ -634,6 +635,7 @@ describe('dashboard', () => {
       expect(tree).toEqual(['0:notify', '1:report', '2:orders', '2:refunds']);
       expect(page).toMatch(/report<\/span> <span class="dim">\(runs even if this fails\)<\/span>/);
       expect(page).toContain(`/stampeded/actions/workflows/${flow.id}/cancel`);
+      expect(page).toContain(' · pending 2, available 2 ');
 
       const cancelled = await post(`/stampeded/actions/workflows/${flow.id}/cancel`, { _back: `/stampeded/workflows/${flow.id}` });
       expect(cancelled.status).toBe(303);

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { workflowTree } from '@stampeded/dashboard/inspector';
+import { workflowCountsText, workflowTree } from '@stampeded/dashboard/inspector';
 import { WORKFLOW_NOT_FOUND } from '../cli.messages.js';
 import { CliError, EXIT } from '../connection/cli-errors.js';
 import { emit, fields, positiveInt, table } from '../output/output.js';
@@ -20,17 +20,7 @@ export function registerWorkflows(program: Command): void {
           rows.length
             ? table(
                 ['ID', 'NAME', 'KIND', 'JOBS', 'STATE', 'COUNTS', 'ENQUEUED'],
-                rows.map((w) => [
-                  w.id,
-                  w.name,
-                  w.kind,
-                  w.jobs,
-                  w.state,
-                  Object.entries(w.counts)
-                    .map(([state, n]) => `${state} ${n}`)
-                    .join(', '),
-                  w.insertedAt,
-                ]),
+                rows.map((w) => [w.id, w.name, w.kind, w.jobs, w.state, workflowCountsText(w.counts), w.insertedAt]),
               )
             : 'no workflows',
         );
@@ -51,12 +41,7 @@ export function registerWorkflows(program: Command): void {
             ['name', workflow.name],
             ['kind', workflow.kind],
             ['state', workflow.state],
-            [
-              'jobs',
-              Object.entries(workflow.counts)
-                .map(([state, n]) => `${state} ${n}`)
-                .join(', '),
-            ],
+            ['jobs', workflowCountsText(workflow.counts)],
           ]);
           const tree = workflowTree(workflow.jobs).map((line) => {
             const job = line.job;

@@ -2,7 +2,7 @@
 // loads only this, so that a command starts in a fraction of the time that
 // loading the Nest module and its dependencies takes.
 export { StampededInspector, InspectorInputError, STATES, encodeCursor } from './stampeded-inspector.js';
-export { workflowTree } from './workflow-tree.js';
+export { workflowCountsText, workflowTree } from './workflow-tree.js';
 export type { WorkflowTreeLine } from './workflow-tree.js';
 export type {
   InspectorDatabase,

@@ -1,5 +1,5 @@
 import type { WorkflowJobState } from '@stampeded/nestjs';
-import { workflowTree } from './workflow-tree.js';
+import { workflowCountsText, workflowTree } from './workflow-tree.js';
 
 const job = (name: string, dependsOn: string[] = [], ignore: string[] = []): WorkflowJobState => ({
   name,
@@ -29,7 +29,19 @@ describe('workflowTree', () => {
   });
 
   it('shows every job once even when no job is a root', () => {
-    expect(render([job('p', ['q']), job('q', ['p'])]).length).toBeGreaterThanOrEqual(2);
+    // p first in enqueue order, q beneath it, and p again below q, named and not expanded.
+    expect(render([job('p', ['q']), job('q', ['p'])])).toEqual(['p', '  q', '    p (above)']);
     expect(new Set(workflowTree([job('p', ['q']), job('q', ['p'])]).map((l) => l.job.name))).toEqual(new Set(['p', 'q']));
+  });
+});
+
+describe('workflowCountsText', () => {
+  it('tells the counts in the order a job passes through its states, whatever order they came in', () => {
+    expect(workflowCountsText({ completed: 7, cancelled: 1, pending: 3, executing: 2 })).toBe('pending 3, executing 2, completed 7, cancelled 1');
+  });
+
+  it('leaves out a state with no job, and says nothing for none', () => {
+    expect(workflowCountsText({ available: 0, discarded: 2 })).toBe('discarded 2');
+    expect(workflowCountsText({})).toBe('');
   });
 });

@@ -1,7 +1,7 @@
 import { STATES, type JobPage, type QueueSummary, type ThroughputBucket } from '../inspector/stampeded-inspector.js';
 import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
 import { throughputChart } from './chart.view.js';
-import { workflowTree } from '../inspector/workflow-tree.js';
+import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
 
@@ -352,11 +352,6 @@ export function errorPage(ctx: PageContext, status: number, message: string): st
   return layout(ctx, '', status === 404 ? 'Not found' : 'Error', `<p class="bad">${esc(message)}</p>`);
 }
 
-const countsText = (counts: Partial<Record<string, number>>) =>
-  Object.entries(counts)
-    .map(([state, n]) => `${state} ${n}`)
-    .join(', ');
-
 export function workflowsPage(ctx: PageContext, workflows: WorkflowSummary[]): string {
   const rows = workflows.map((w) => [
     `<a href="${esc(`${ctx.base}/workflows/${w.id}`)}">${esc(w.name)}</a>`,
@@ -364,7 +359,7 @@ export function workflowsPage(ctx: PageContext, workflows: WorkflowSummary[]): s
     esc(w.kind),
     esc(w.jobs),
     `<span class="tag">${esc(w.state)}</span>`,
-    esc(countsText(w.counts)),
+    esc(workflowCountsText(w.counts)),
     show(w.insertedAt),
   ]);
   return layout(ctx, '/workflows', 'Workflows', table(['name', 'id', 'kind', 'jobs', 'state', 'jobs by state', 'enqueued'], rows, 'no workflows'));
@@ -386,7 +381,7 @@ export function workflowPage(ctx: PageContext, workflow: Workflow): string {
     ];
   });
   const cancel = workflow.state === 'running' ? actionButton(ctx, `/actions/workflows/${workflow.id}/cancel`, 'Cancel every unfinished job', back) : '';
-  const head = `<p><code>${esc(workflow.id)}</code> · ${esc(workflow.kind)} · <span class="tag">${esc(workflow.state)}</span> · ${esc(countsText(workflow.counts))} ${cancel}</p>`;
+  const head = `<p><code>${esc(workflow.id)}</code> · ${esc(workflow.kind)} · <span class="tag">${esc(workflow.state)}</span> · ${esc(workflowCountsText(workflow.counts))} ${cancel}</p>`;
   return layout(
     ctx,
     '/workflows',
