@@ -308,6 +308,43 @@ describe('workflows', () => {
     expect(Object.keys(flow.jobs).sort()).toEqual(['0.2', 'part-1', 'part-2', 'part-2a', 'report']);
   });
 
+  it('a task run in a child process (isolation: process) reads its dependencies, their results and the batch counts', async () => {
+    const wf = await queue.enqueueWorkflow({
+      name: 'isolated',
+      jobs: [
+        { name: 'one', task: 'flow-step', options: F, args: { value: 4 } },
+        { name: 'two', task: 'flow-doomed', options: F },
+        { name: 'parent', task: 'flow-isolated', options: F, args: { mode: 'workflow' }, dependsOn: ['one', { name: 'two', ignoreFailure: true }] },
+      ],
+    });
+    await finished(wf.id);
+    const jobs = await byName(wf.id);
+    expect(jobs.parent.state).toBe('completed');
+    const one = { name: null, value: 4, saw: [] };
+    expect(jobs.parent.result).toEqual({
+      pid: expect.any(Number),
+      deps: [
+        ['one', 'completed', one],
+        ['two', 'discarded', null],
+      ],
+      results: { one, two: null },
+      batch: { total: 2, completed: 1, discarded: 1, cancelled: 0 },
+    });
+    // Read in a process of its own, not in a worker.
+    expect(workers.map((w) => w.pid)).not.toContain(jobs.parent.result.pid);
+
+    // A job outside any workflow gets the worker's refusal, by name and message.
+    const lone = await queue.enqueue('flow-isolated', { mode: 'not-in-workflow' }, F);
+    const refused = await waitFor(
+      async () => (await sql().query(`SELECT result FROM stampeded_jobs WHERE id = $1 AND state = 'completed'`, [lone.id])).rows[0]?.result,
+      'the lone isolated job',
+    );
+    expect(refused.refused).toBe(
+      `InvalidJobError: ctx.dependencies() in job ${lone.id}: this job is not part of a workflow or batch, so it has nothing to read. ` +
+        `Enqueue it with enqueueWorkflow(), enqueueFlow() or enqueueBatch().`,
+    );
+  });
+
   it('cancelWorkflow cancels every job not finished, and nothing it waits for runs afterwards', async () => {
     const wf = await queue.enqueueWorkflow({
       name: 'to-cancel',

@@ -50,6 +50,11 @@ process.on('message', async (message) => {
       saveCheckpoint: (state) => request('saveCheckpoint', state),
       // Checked and rate-limited in the worker, whose context writes it.
       progress: (value) => request('progress', value),
+      // A workflow job's reads, made by the worker's context. childResults()
+      // takes a task class only for its type, which cannot cross the channel.
+      dependencies: () => request('dependencies'),
+      childResults: () => request('childResults'),
+      batch: () => request('batch'),
     };
     const fn = typeof mod.default === 'function' ? mod.default : mod.handle;
     if (typeof fn !== 'function') throw new Error(`${file} has no default export function (args, ctx) => ...`);

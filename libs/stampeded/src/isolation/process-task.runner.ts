@@ -3,7 +3,7 @@ import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.js';
 import type { RegisteredTask } from '../explorer/task.registry.js';
-import type { Job } from '../interfaces/job.interface.js';
+import type { Job, JobProgress } from '../interfaces/job.interface.js';
 import type { JobContext } from '../interfaces/task.interface.js';
 
 /** The child died before answering: the job failed with `worker_exited`. */
@@ -62,14 +62,9 @@ export class ProcessTaskRunner {
               checkpoint: ctx.checkpoint,
             },
           });
-        } else if (message.type === 'touch' || message.type === 'saveCheckpoint' || message.type === 'progress') {
+        } else if (CONTEXT_CALLS.has(message.type)) {
           try {
-            const value =
-              message.type === 'touch'
-                ? await ctx.touch()
-                : message.type === 'progress'
-                  ? await ctx.progress(message.payload)
-                  : await ctx.saveCheckpoint(message.payload);
+            const value = await callContext(ctx, message.type, message.payload);
             if (child.connected) child.send({ type: 'reply', id: message.id, value: value ?? null });
           } catch (err) {
             if (child.connected) child.send({ type: 'reply', id: message.id, error: { name: (err as Error).name, message: (err as Error).message } });
@@ -95,6 +90,30 @@ export class ProcessTaskRunner {
         if (!answered) reject(err);
       });
     });
+  }
+}
+
+/**
+ * What the child's context asks of the worker's: each reads or writes the
+ * database through the worker's pool and its outcome fence, so the child
+ * holds no connection of its own. Results cross as JSON (structured clone).
+ */
+const CONTEXT_CALLS = new Set(['touch', 'saveCheckpoint', 'progress', 'dependencies', 'childResults', 'batch']);
+
+function callContext(ctx: JobContext, call: string, payload: unknown): Promise<unknown> {
+  switch (call) {
+    case 'touch':
+      return ctx.touch();
+    case 'progress':
+      return ctx.progress(payload as JobProgress);
+    case 'saveCheckpoint':
+      return ctx.saveCheckpoint(payload);
+    case 'dependencies':
+      return ctx.dependencies();
+    case 'childResults':
+      return ctx.childResults();
+    default:
+      return ctx.batch();
   }
 }
 
