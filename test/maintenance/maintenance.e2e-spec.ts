@@ -314,6 +314,99 @@ describe('maintenance', () => {
     expect(first).toMatchObject({ jobsDeleted: 10, batches: 1, backlogLeft: true });
   });
 
+  describe('workflows', () => {
+    /** Each workflow's rows: itself, its names, its edges, and its jobs still in stampeded_jobs. */
+    const rowsOf = async (ids: Record<string, string>) => {
+      const { rows } = await sql.query(
+        `SELECT w.id::text AS id,
+                (SELECT count(*) FROM stampeded_workflows x WHERE x.id = w.id)::int AS workflows,
+                (SELECT count(*) FROM stampeded_workflow_jobs m WHERE m.workflow_id = w.id)::int AS names,
+                (SELECT count(*) FROM stampeded_workflow_edges e WHERE e.workflow_id = w.id)::int AS edges,
+                (SELECT count(*) FROM stampeded_workflow_jobs m JOIN stampeded_jobs j ON j.queue = m.job_queue AND j.id = m.job_id
+                  WHERE m.workflow_id = w.id)::int AS jobs
+           FROM unnest($1::uuid[]) AS w(id)`,
+        [Object.values(ids)],
+      );
+      const byId = new Map(rows.map(({ id, ...counts }) => [id, counts]));
+      return Object.fromEntries(Object.entries(ids).map(([name, id]) => [name, byId.get(id)]));
+    };
+    /** Finishes jobs as an outcome would, `ago` in the past. */
+    const finish = (ids: string[], ago: string, state = 'completed') =>
+      sql.query(
+        `UPDATE stampeded_jobs SET state = $2, deps_pending = NULL, finished_at = now() - $3::interval, result = '{"v": 1}' WHERE id = ANY($1::uuid[])`,
+        [ids, state, ago],
+      );
+    const twoSteps = (queue: QueueService, name: string) =>
+      queue.enqueueWorkflow({
+        name,
+        jobs: [
+          { name: 'a', task: 'wf-step', options: { queue: 'wf-prune' } },
+          { name: 'b', task: 'wf-step', options: { queue: 'wf-prune' }, dependsOn: ['a'] },
+        ],
+      });
+
+    it("prunes a workflow once none of its jobs is left, and keeps a job's result while a job that waits for it has not finished", async () => {
+      const app = await boot({ stampeded: { maintenance: { ...MANUAL, completedRetention: '1h', failedRetention: '7d' }, worker: { enabled: false } } });
+      const queue = app.get(QueueService);
+      const maintenance = app.get(MaintenanceService);
+      const done = await twoSteps(queue, 'done');
+      const waiting = await twoSteps(queue, 'waiting');
+      const recent = await twoSteps(queue, 'recent');
+      const failed = await twoSteps(queue, 'failed');
+      const removed = await queue.enqueueWorkflow({ name: 'removed', jobs: [{ name: 'x', task: 'wf-step', options: { queue: 'wf-prune' } }] });
+      await finish([done.jobs.a, done.jobs.b, waiting.jobs.a, recent.jobs.a], '2 hours');
+      // waiting's b was released by a and has not run yet.
+      await sql.query(`UPDATE stampeded_jobs SET state = 'available', deps_pending = NULL WHERE id = $1`, [waiting.jobs.b]);
+      await finish([recent.jobs.b], '10 minutes');
+      // Discarded two hours ago: inside the failed retention.
+      await finish([failed.jobs.a, failed.jobs.b], '2 hours', 'discarded');
+      // What removeOnComplete (or an operator's DELETE) leaves: names with no job.
+      await sql.query(`DELETE FROM stampeded_jobs WHERE id = $1`, [removed.jobs.x]);
+      const ids = { done: done.id, waiting: waiting.id, recent: recent.id, failed: failed.id, removed: removed.id };
+
+      const full = { workflows: 1, names: 2, edges: 1, jobs: 2 };
+      const gone = { workflows: 0, names: 0, edges: 0, jobs: 0 };
+      expect(await rowsOf(ids)).toEqual({ done: full, waiting: full, recent: full, failed: full, removed: { workflows: 1, names: 1, edges: 0, jobs: 0 } });
+
+      const result = await maintenance.run('pruner');
+      expect(result).toMatchObject({ workflowsDeleted: 2 });
+      expect(await rowsOf(ids)).toEqual({
+        done: gone,
+        // a is past its retention, but b, which reads a's result when it runs, has not run.
+        waiting: full,
+        // a went (what waited for it has finished); b is inside its retention, and the workflow with it.
+        recent: { ...full, jobs: 1 },
+        failed: full,
+        removed: gone,
+      });
+      expect((await sql.query(`SELECT result FROM stampeded_jobs WHERE id = $1`, [waiting.jobs.a])).rows).toEqual([{ result: { v: 1 } }]);
+
+      // Once b has run and is past its own retention, both go, and the workflow with them.
+      await finish([waiting.jobs.b], '2 hours');
+      expect(await maintenance.run('pruner')).toMatchObject({ workflowsDeleted: 1 });
+      expect((await rowsOf({ waiting: waiting.id })).waiting).toEqual(gone);
+      expect((await rowsOf({ recent: recent.id })).recent).toEqual({ ...full, jobs: 1 });
+    });
+
+    it('resumes where the last tick stopped: live workflows ahead do not keep the pruner from an empty one behind them', async () => {
+      // One workflow a pass (its two jobs fill pruneBatchSize) and one pass a tick.
+      const app = await boot({ stampeded: { maintenance: { ...MANUAL, pruneBatchSize: 2, pruneMaxDurationMs: 1 }, worker: { enabled: false } } });
+      const queue = app.get(QueueService);
+      const maintenance = app.get(MaintenanceService);
+      for (const name of ['live-1', 'live-2', 'live-3']) await twoSteps(queue, name);
+      const empty = await twoSteps(queue, 'empty');
+      await sql.query(`DELETE FROM stampeded_jobs WHERE id = ANY($1::uuid[])`, [[empty.jobs.a, empty.jobs.b]]);
+      const [{ total }] = (await sql.query(`SELECT count(*)::int AS total FROM stampeded_workflows`)).rows;
+      expect(total).toBeGreaterThan(4);
+
+      let deleted = 0;
+      for (let tick = 0; tick < total; tick++) deleted += ((await maintenance.run('pruner')) as { workflowsDeleted: number }).workflowsDeleted;
+      expect(deleted).toBe(1);
+      const left = (await sql.query(`SELECT name FROM stampeded_workflows WHERE name LIKE 'live-%' OR name = 'empty' ORDER BY name`)).rows;
+      expect(left.map((r) => r.name)).toEqual(['live-1', 'live-2', 'live-3']);
+    });
+  });
+
   it('repairs a partition that lost its notify and counter triggers, and recounts it', async () => {
     const app = await boot({ queues: [{ name: 'repairs' }], stampeded: { maintenance: MANUAL, worker: { enabled: false } } });
     const service = app.get(MaintenanceService);

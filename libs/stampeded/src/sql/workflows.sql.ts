@@ -146,3 +146,60 @@ export const WORKFLOW_MEMBER = sql(
   'stampeded_workflow_member',
   `SELECT workflow_id::text AS workflow_id, name FROM stampeded_workflow_jobs WHERE job_id = $1::uuid LIMIT 1`,
 );
+
+/** How many workflows one PRUNE_WORKFLOWS statement looks at, at most. */
+export const PRUNE_WORKFLOWS_SCAN = 1000;
+
+/**
+ * Deletes the workflows none of whose jobs is left in stampeded_jobs; their
+ * names and edges go with them (ON DELETE CASCADE). A workflow's rows are
+ * what its jobs are shown and read by (the dashboard's tree, the CLI,
+ * ctx.dependencies()), so they stay for as long as any of its jobs does: the
+ * job pruner's retention (or removeOnComplete) decides when that ends, and a
+ * workflow with a job still to run is never empty.
+ *
+ * One pass looks at the workflows after the cursor $1 (an id, or NULL for
+ * the first) in id order through the primary key: at most $2 of them, and
+ * no more of them than hold $3 jobs between them past the first, which bounds
+ * both the check (each member's job row, through its primary key, until one
+ * is found) and the cascade. A workflow's jobs are inserted with it in one
+ * statement and only ever leave, so one found empty stays empty. Row locks
+ * only, taken SKIP LOCKED: an enqueue never waits on it. Answers how many
+ * workflows went, the last id looked at (the next pass's cursor) and
+ * whether any workflow lies beyond it.
+ */
+export const PRUNE_WORKFLOWS = sql(
+  'stampeded_prune_workflows',
+  `
+WITH scanned AS MATERIALIZED (
+    SELECT s.id
+      FROM (SELECT w.id, sum(w.jobs) OVER (ORDER BY w.id ROWS UNBOUNDED PRECEDING) - w.jobs AS before
+              FROM stampeded_workflows w
+             WHERE w.id > coalesce($1::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+             ORDER BY w.id
+             LIMIT $2) s
+     WHERE s.before < $3
+),
+doomed AS MATERIALIZED (
+    SELECT w.id
+      FROM stampeded_workflows w
+     -- An array, so that it is an index condition whatever the table's size.
+     WHERE w.id = ANY (ARRAY(SELECT id FROM scanned))
+       AND NOT EXISTS (SELECT 1
+                         FROM stampeded_workflow_jobs m
+                         JOIN stampeded_jobs j ON j.queue = m.job_queue AND j.id = m.job_id
+                        WHERE m.workflow_id = w.id)
+     ORDER BY w.id
+       FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM stampeded_workflows w
+     USING doomed d
+     WHERE w.id = d.id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted)::int AS deleted,
+       l.id::text AS last,
+       EXISTS (SELECT 1 FROM stampeded_workflows w WHERE w.id > l.id) AS more
+  FROM (SELECT (SELECT s.id FROM scanned s ORDER BY s.id DESC LIMIT 1) AS id) l`,
+);
