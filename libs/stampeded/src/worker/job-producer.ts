@@ -5,6 +5,7 @@ import type { ControlGate } from '../control/control.gate.js';
 import { CLAIM_BATCH } from '../sql/jobs.sql.js';
 import { CLAIM_FAIR, CLAIM_LIMITED } from '../sql/control.sql.js';
 import { UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
+import { CLAIM_CURSOR_OFF, CLAIM_CURSOR_ON } from '../stampeded.messages.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { AutoPrefetch } from './auto-prefetch.js';
 import { ClaimBuffer } from './claim-buffer.js';
@@ -411,7 +412,12 @@ export class JobProducer {
       let latestDue: number | null = null;
       for (const job of jobs) if (latestDue === null || job.scheduledAt.getTime() > latestDue) latestDue = job.scheduledAt.getTime();
       const at = performance.now();
-      cursor.record({ after, limit, taken: jobs.length, latestDue, tookMs: Date.now() - sentAt, at });
+      const wasOn = cursor.current() !== null;
+      const tookMs = Date.now() - sentAt;
+      cursor.record({ after, limit, taken: jobs.length, latestDue, tookMs, at });
+      // Worth an operator's attention: somewhere a transaction is held open.
+      if (!wasOn && cursor.current() !== null) this.logger.warn(CLAIM_CURSOR_ON(queue, tookMs, jobs.length));
+      else if (wasOn && cursor.current() === null) this.logger.log(CLAIM_CURSOR_OFF(queue));
     }
     for (const job of jobs) {
       this.claimedLocally.set(job, sentAt);
