@@ -1,7 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { QueueService, SchedulesService, Task, UnrecoverableError, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { MaintenanceService, QueueService, SchedulesService, Task, UnrecoverableError, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { MIGRATION_FILES } from '@stampeded/nestjs/internal';
 import { StampededInspector } from '@stampeded/dashboard/inspector';
 import { TestClock, drain, type TestDatabase } from '@stampeded/testing';
@@ -172,6 +172,29 @@ describe('on this PostgreSQL version', () => {
       [c.id, 'executing'],
     ]);
     expect(rows[2].checkpoint).toEqual({ at: 2 });
+    await expectCountersExact();
+  });
+
+  it("keeps a key's later jobs waiting outside the claim index; each completion, the seed's too, releases the next; the sweep a stuck one", async () => {
+    const jobs = jobSql(() => sql);
+    const worker = await jobs.worker();
+    const line = await queue.enqueueMany(Array.from({ length: 3 }, (_, n) => ({ task: 'v-ok', args: { n }, options: { queue: 'keyed', orderingKey: 'k' } })));
+    const states = async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE queue = 'keyed' ORDER BY id`)).rows.map((r) => r.state);
+    expect(await states()).toEqual(['available', 'pending', 'pending']);
+    // The seed's claim and completion, as another runtime calls them.
+    const [a] = (await sql.query(`SELECT id::text, attempt FROM stampeded_claim('keyed', $1, 10)`, [worker])).rows;
+    expect(a.id).toBe(line[0].id);
+    await sql.query(`SELECT * FROM stampeded_complete('keyed', $1, $2, $3::smallint)`, [a.id, worker, a.attempt]);
+    expect(await states()).toEqual(['completed', 'available', 'pending']);
+    // The worker's claim and batched completion.
+    const [b] = await jobs.claim('keyed', worker, 10);
+    expect(b.id).toBe(line[1].id);
+    await jobs.completeMany(worker, [b]);
+    expect(await states()).toEqual(['completed', 'completed', 'available']);
+    // A head left waiting with nothing ahead of it: the sweep releases it.
+    await sql.query(`UPDATE stampeded_jobs SET state = 'pending' WHERE id = $1`, [line[2].id]);
+    expect(await app.get(MaintenanceService).run('key-lines')).toMatchObject({ released: 1 });
+    expect(await states()).toEqual(['completed', 'completed', 'available']);
     await expectCountersExact();
   });
 

@@ -12,7 +12,7 @@ export type { RedriveDatabase } from './queue/dead-letter-redriver.js';
 export { MIGRATION_FILES, LATEST_VERSION, applyMigrations } from './sql/migrations/migrations.js';
 export type { MigrationFile, SqlRunner } from './sql/migrations/migrations.js';
 export { REDRIVE_PREVIEW, REDRIVE_BATCH } from './sql/dead-letters.sql.js';
-export { CLAIM_BATCH, COMPLETE_MANY, COMPLETE_MANY_NOTIFY } from './sql/jobs.sql.js';
+export { CLAIM_BATCH, COMPLETE_MANY, COMPLETE_MANY_NOTIFY, ORDERING_TO_BACK } from './sql/jobs.sql.js';
 export { eventsChannel } from './sql/notifications.sql.js';
 export { decideVerdict, pauseExplained, QUEUE_POLICY_TREE } from './control/queue-policy.tree.js';
 export type { BehaviourNode, Decision, QueueFacts, Verdict } from './control/queue-policy.tree.js';

@@ -207,7 +207,8 @@ export const CANCEL_JOB = sql('dashboard_cancel_job', `SELECT was, now_state, qu
  * again. Only waiting jobs: a running one is cancelled instead, which fences
  * its worker. No dead-letter copy: the operator chose to drop it. The state
  * it was in is read under the row's lock ahead of the UPDATE (RETURNING OLD is
- * PostgreSQL 18's).
+ * PostgreSQL 18's). A discarded workflow or keyed job releases what waits for
+ * it (stampeded_release_waiting), as every outcome does.
  */
 export const DISCARD_JOB = sql(
   'dashboard_discard_job',
@@ -216,17 +217,26 @@ export const DISCARD_JOB = sql(
         WHERE id = $1::uuid AND ($2::text IS NULL OR queue = $2)
           AND state IN ('available', 'retryable')
           FOR UPDATE
+   ),
+   done AS (
+       UPDATE stampeded_jobs j
+          SET state        = 'discarded',
+              failure_kind = 'unrecoverable',
+              last_error   = left($3::text, 4000),
+              finished_at  = now(),
+              dedup_scope  = NULL
+         FROM old
+        WHERE j.queue = old.queue AND j.id = old.id
+          AND j.state IN ('available', 'retryable')
+       RETURNING old.state AS was, j.state AS now_state, j.queue, j.id, j.workflow_id, j.ordering_key
+   ),
+   released AS (
+       SELECT stampeded_release_waiting('discarded', array_agg(d.queue), array_agg(d.id), array_agg(d.workflow_id), array_agg(d.ordering_key)) AS n
+         FROM done d
+        WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
+       HAVING count(*) > 0
    )
-   UPDATE stampeded_jobs j
-      SET state        = 'discarded',
-          failure_kind = 'unrecoverable',
-          last_error   = left($3::text, 4000),
-          finished_at  = now(),
-          dedup_scope  = NULL
-     FROM old
-    WHERE j.queue = old.queue AND j.id = old.id
-      AND j.state IN ('available', 'retryable')
-   RETURNING old.state AS was, j.state AS now_state, j.queue`,
+   SELECT d.was, d.now_state, d.queue FROM done d WHERE (SELECT count(*) FROM released) >= 0`,
 );
 
 /**
@@ -328,7 +338,7 @@ export const BULK_CANCEL = sql(
   `SELECT b.id::text AS id, r.was, r.now_state FROM (${BULK_BATCH}) b CROSS JOIN LATERAL stampeded_cancel(b.id, b.queue) r`,
 );
 
-/** One batch of a bulk discard: waiting jobs only, as DISCARD_JOB, the state before read as it does; $8 is the error it records. */
+/** One batch of a bulk discard: waiting jobs only, as DISCARD_JOB, the state before read as it does, and what waits on them released; $8 is the error it records. */
 export const BULK_DISCARD = sql(
   'dashboard_bulk_discard',
   `WITH old AS MATERIALIZED (
@@ -336,14 +346,23 @@ export const BULK_DISCARD = sql(
          FROM stampeded_jobs o JOIN (${BULK_BATCH}) b ON o.id = b.id AND o.queue = b.queue
         WHERE o.state IN ('available', 'retryable')
           FOR UPDATE OF o
+   ),
+   done AS (
+       UPDATE stampeded_jobs j
+          SET state        = 'discarded',
+              failure_kind = 'unrecoverable',
+              last_error   = left($8::text, 4000),
+              finished_at  = now(),
+              dedup_scope  = NULL
+         FROM old
+        WHERE j.id = old.id AND j.queue = old.queue AND j.state IN ('available', 'retryable')
+       RETURNING j.id, j.queue, old.state AS was, j.state AS now_state, j.workflow_id, j.ordering_key
+   ),
+   released AS (
+       SELECT stampeded_release_waiting('discarded', array_agg(d.queue), array_agg(d.id), array_agg(d.workflow_id), array_agg(d.ordering_key)) AS n
+         FROM done d
+        WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
+       HAVING count(*) > 0
    )
-   UPDATE stampeded_jobs j
-      SET state        = 'discarded',
-          failure_kind = 'unrecoverable',
-          last_error   = left($8::text, 4000),
-          finished_at  = now(),
-          dedup_scope  = NULL
-     FROM old
-    WHERE j.id = old.id AND j.queue = old.queue AND j.state IN ('available', 'retryable')
-   RETURNING j.id::text AS id, old.state AS was, j.state AS now_state`,
+   SELECT d.id::text AS id, d.was, d.now_state FROM done d WHERE (SELECT count(*) FROM released) >= 0`,
 );

@@ -17,6 +17,12 @@ export interface MaintenanceOptions {
   expireIntervalMs?: Duration;
   /** Jobs expired per statement. Default 100. */
   expireBatchSize?: number;
+  /**
+   * How often the leader releases a keyed job left waiting with nothing
+   * ahead of it (an enqueue that raced the outcome of the job ahead; see
+   * docs/ordering.md). Default 5 s: the longest such a job waits.
+   */
+  keyLineSweepIntervalMs?: Duration;
   /** How often the leader prunes finished jobs. Default 60 s. */
   pruneIntervalMs?: Duration;
   /** How long completed jobs are kept. Default '1h'. */
@@ -78,7 +84,7 @@ export interface MaintenanceHealth {
   brokenPartitions: string[];
 }
 
-export type MaintenanceTaskName = 'reaper' | 'expirer' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner';
+export type MaintenanceTaskName = 'reaper' | 'expirer' | 'key-lines' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner';
 
 /** What the maintenance service raises: tests and dashboards wait on these rather than on time. */
 export type MaintenanceEvent =

@@ -10,6 +10,7 @@ export interface MaintenanceConfig {
   reapDeadAfterMs: number;
   expireIntervalMs: number;
   expireBatchSize: number;
+  keyLineSweepIntervalMs: number;
   pruneIntervalMs: number;
   completedRetentionMs: number;
   failedRetentionMs: number;
@@ -41,6 +42,10 @@ export const MAINTENANCE_DEFAULTS: MaintenanceConfig = {
   reapDeadAfterMs: MINUTE,
   expireIntervalMs: 30 * SECOND,
   expireBatchSize: 100,
+  // The longest a keyed job can wait with nothing ahead of it, left so by an
+  // enqueue that raced the outcome of the job ahead: rare, and cheap to look
+  // for (one index descent per waiting key), so looked for often.
+  keyLineSweepIntervalMs: 5 * SECOND,
   pruneIntervalMs: MINUTE,
   completedRetentionMs: HOUR,
   failedRetentionMs: 7 * DAY,
@@ -62,6 +67,7 @@ const OPTION_NAMES = [
   'reapDeadAfter',
   'expireIntervalMs',
   'expireBatchSize',
+  'keyLineSweepIntervalMs',
   'pruneIntervalMs',
   'completedRetention',
   'failedRetention',
@@ -123,6 +129,7 @@ export function resolveMaintenanceConfig(options: MaintenanceOptions | undefined
     reapDeadAfterMs: ms('reapDeadAfter', d.reapDeadAfterMs),
     expireIntervalMs: ms('expireIntervalMs', d.expireIntervalMs),
     expireBatchSize: count('expireBatchSize', o.expireBatchSize, d.expireBatchSize),
+    keyLineSweepIntervalMs: ms('keyLineSweepIntervalMs', d.keyLineSweepIntervalMs),
     pruneIntervalMs: ms('pruneIntervalMs', d.pruneIntervalMs),
     completedRetentionMs: ms('completedRetention', d.completedRetentionMs),
     failedRetentionMs: ms('failedRetention', d.failedRetentionMs),

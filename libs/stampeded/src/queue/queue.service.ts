@@ -13,7 +13,18 @@ import { QueueRegistry } from './queue.registry.js';
 import { buildJobRow, describe, rejectUnknown, validateQueueName, validateTaskName, type JobRow } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
-import { CANCEL, CANCEL_NOTIFY, ENQUEUE, ENQUEUE_ONE, ENQUEUE_ONE_KEYS, ENQUEUE_PLAIN, GET_JOB, RETRY } from '../sql/jobs.sql.js';
+import {
+  CANCEL,
+  CANCEL_NOTIFY,
+  ENQUEUE,
+  ENQUEUE_KEYED,
+  ENQUEUE_ONE,
+  ENQUEUE_ONE_KEYS,
+  ENQUEUE_PLAIN,
+  ENQUEUE_PLAIN_KEYED,
+  GET_JOB,
+  RETRY,
+} from '../sql/jobs.sql.js';
 import { UuidV7Source } from './uuidv7.js';
 import { COUNTS } from '../sql/queues.sql.js';
 import { eventsChannel } from '../sql/notifications.sql.js';
@@ -507,10 +518,13 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
         }
         throw err;
       });
+    // A batch with an ordering key reads its keys' lines to choose each job's state (migration 14); one without reads none.
+    const keyed = rows.some((row) => row.ordering_key !== null);
     if (!rows.some((row) => row.dedup_scope !== null)) {
       // Nothing can conflict: every row is inserted under the id drawn here, or none is.
       const ids = this.ids.many(rows.length);
-      if (rows.length === 1) await run(ENQUEUE_ONE, [ids[0], ...ENQUEUE_ONE_KEYS.map((key) => rows[0][key])]);
+      if (keyed) await run(ENQUEUE_PLAIN_KEYED, rowsToJson(rows, ids));
+      else if (rows.length === 1) await run(ENQUEUE_ONE, [ids[0], ...ENQUEUE_ONE_KEYS.map((key) => rows[0][key])]);
       else await run(ENQUEUE_PLAIN, rowsToJson(rows, ids));
       return ids.map((id) => ({ id, deduplicated: false }));
     }
@@ -519,7 +533,7 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     for (let round = 0; pending.length && round <= DEDUP_RACE_RETRIES; round++) {
       // Ids drawn here as for the plain enqueue: a job inserted takes its row's, a duplicate its twin's.
       const answer = await run(
-        ENQUEUE,
+        keyed ? ENQUEUE_KEYED : ENQUEUE,
         rowsToJson(
           pending.map((p) => p.row),
           this.ids.many(pending.length),

@@ -59,6 +59,35 @@ export const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, 
         backoff_base_wide_ms, ordering_key, ordering_position`;
 
 /**
+ * A keyed job's state at enqueue (migration 14): 'pending' when its key has
+ * an unfinished job in its queue -- one waiting for its turn, one active, or
+ * an earlier row of the same statement (`earlier`) -- so that it waits
+ * outside the claim index until the outcome of the job ahead releases it
+ * (functions/stampeded_release_waiting.sql); 'available' when it is the
+ * head. The waiting index answers first: behind a hot key it holds the
+ * key's live entries, where the active line starts with its finished jobs'.
+ * An enqueue that reads the key just before the job ahead finishes, and
+ * commits after that job's release looked, leaves its job waiting with
+ * nothing ahead: the leader's sweep releases it (KeyLineSweeper).
+ */
+const KEYED_STATE = (r: string, earlier: string) => `
+       CASE WHEN ${r}.ordering_key IS NULL THEN 'available'
+            WHEN ${earlier}
+              OR EXISTS (SELECT 1 FROM stampeded_jobs u
+                          WHERE u.queue = ${r}.queue AND u.ordering_key = ${r}.ordering_key
+                            AND u.state = 'pending' AND u.deps_pending IS NULL)
+              OR EXISTS (SELECT 1 FROM stampeded_jobs u
+                          WHERE u.queue = ${r}.queue AND u.ordering_key = ${r}.ordering_key
+                            AND u.state IN ('available','claimed','executing','retryable'))
+            THEN 'pending' ELSE 'available' END`;
+
+/** The rank of a row among the rows of its queue and key in the batch: the first of a key is 1. */
+const NTH_OF_KEY = `row_number() OVER (PARTITION BY r.queue, r.ordering_key ORDER BY r.ord) AS nth`;
+/** What ENQUEUE_KEYED adds to ENQUEUE: the rank above, as one more input column, and the state it chooses. */
+const KEYED_NTH_COLUMN = ', ' + NTH_OF_KEY;
+const KEYED_STATE_OF_INPUT = ', ' + KEYED_STATE('input', 'input.nth > 1');
+
+/**
  * Inserts any number of jobs in one statement and answers, per input row in
  * order, the job's id and whether it was a duplicate.
  *
@@ -67,17 +96,24 @@ export const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, 
  * found by its dedup key; a duplicate of an earlier row of the same statement
  * takes that row's id. A duplicate of a job that another transaction inserted
  * concurrently is neither (our snapshot predates it): its id comes back NULL,
- * and the caller asks again.
+ * and the caller asks again. With `keyed`, for a batch with an ordering key,
+ * each keyed job's state is chosen as KEYED_STATE says; a row after a
+ * duplicate of its key in the batch waits, and the sweep releases it when the
+ * duplicate's twin was of another line.
  */
-export const ENQUEUE = sql(
-  'stampeded_enqueue',
-  `
+function enqueueStatement(name: string, keyed: boolean) {
+  const nthColumn = keyed ? KEYED_NTH_COLUMN : '';
+  const stateColumn = keyed ? ', state' : '';
+  const stateValue = keyed ? KEYED_STATE_OF_INPUT : '';
+  return sql(
+    name,
+    `
 WITH input AS MATERIALIZED (
     SELECT r.id, r.ord, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
            ${SCHEDULED_AT('r.run_at', 'r.delay_ms')} AS scheduled_at,
            r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
            r.max_interruptions, r.max_deferrals, r.dedup_scope, r.dedup_period, r.dead_letter_queue,
-           r.remove_on_complete, r.backoff_base_wide_ms, r.ordering_key, ${DEDUP_KEY} AS dedup_key
+           r.remove_on_complete, r.backoff_base_wide_ms, r.ordering_key, ${DEDUP_KEY} AS dedup_key${nthColumn}
       FROM ${INPUT_ROWS}
 ),
 inserted AS (
@@ -85,11 +121,11 @@ inserted AS (
            (id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
             max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
             dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms,
-            ordering_key, ordering_position)
+            ordering_key, ordering_position${stateColumn})
     SELECT id, queue, task, args, meta, tenant_id, priority, destination, scheduled_at, expire_seconds,
            max_attempts, backoff_base_ms, backoff_max_ms, max_interruptions, max_deferrals,
            dedup_scope, dedup_period, dead_letter_queue, remove_on_complete, backoff_base_wide_ms,
-           ordering_key, ${ORDERING_POSITION('ordering_key', 'id')}
+           ordering_key, ${ORDERING_POSITION('ordering_key', 'id')}${stateValue}
       FROM input
      ORDER BY ord
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
@@ -113,7 +149,13 @@ SELECT i.ord::int AS ord,
           AND j.queue = i.queue AND j.dedup_key = i.dedup_key
         LIMIT 1) existing ON true
  ORDER BY i.ord`,
-);
+  );
+}
+
+export const ENQUEUE = enqueueStatement('stampeded_enqueue', false);
+
+/** ENQUEUE for a batch in which a job has an ordering key. */
+export const ENQUEUE_KEYED = enqueueStatement('stampeded_enqueue_keyed', true);
 
 /**
  * ENQUEUE for a batch in which no job has a dedup scope, which is most of
@@ -134,6 +176,28 @@ SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destina
        r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms,
        r.ordering_key, ${ORDERING_POSITION('r.ordering_key', 'r.id')}
   FROM ${INPUT_ROWS}`,
+);
+
+/**
+ * ENQUEUE_PLAIN for a batch, or a single job, in which a job has an ordering
+ * key: each keyed job goes in 'available' or 'pending' as KEYED_STATE says.
+ * A batch without a key goes through ENQUEUE_PLAIN or ENQUEUE_ONE, which
+ * read no line.
+ */
+export const ENQUEUE_PLAIN_KEYED = sql(
+  'stampeded_enqueue_plain_keyed',
+  `
+WITH input AS MATERIALIZED (
+    SELECT r.*, ${NTH_OF_KEY} FROM ${INPUT_ROWS}
+)
+INSERT INTO stampeded_jobs (${PLAIN_COLUMNS}, state)
+SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
+       ${SCHEDULED_AT('r.run_at', 'r.delay_ms')},
+       r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
+       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms,
+       r.ordering_key, ${ORDERING_POSITION('r.ordering_key', 'r.id')}, ${KEYED_STATE('r', 'r.nth > 1')}
+  FROM input r
+ ORDER BY r.ord`,
 );
 
 /**
@@ -269,15 +333,24 @@ SELECT f.was, f.now_state, f.dead_lettered,
 /**
  * Moves a retryable job to the back of its key's line ($4: a fresh UUIDv7,
  * later than every position of its key drawn before it), for a task whose
- * retries give up their place (ordering: { retryKeepsPlace: false }). Run
- * after the failure is recorded, fenced by the attempt that failed: a job
- * claimed again meanwhile, or finished, is left where it is. Until it runs
- * the job holds its place, which is the default's behaviour: safe to lose.
+ * retries give up their place (ordering: { retryKeepsPlace: false }), and
+ * releases the job that waited behind it, now the head of the line
+ * (stampeded_release_waiting), in the same statement. Run after the failure
+ * is recorded, fenced by the attempt that failed: a job claimed again
+ * meanwhile, or finished, is left where it is. Until it runs the job holds
+ * its place, which is the default's behaviour: safe to lose.
  */
 export const ORDERING_TO_BACK = sql(
   'stampeded_ordering_to_back',
-  `UPDATE stampeded_jobs SET ordering_position = $4::uuid
-    WHERE queue = $1 AND id = $2::uuid AND attempt = $3 AND state = 'retryable' AND ordering_key IS NOT NULL`,
+  `
+WITH moved AS (
+    UPDATE stampeded_jobs SET ordering_position = $4::uuid
+     WHERE queue = $1 AND id = $2::uuid AND attempt = $3 AND state = 'retryable' AND ordering_key IS NOT NULL
+    RETURNING queue, id, ordering_key
+)
+SELECT stampeded_release_waiting(NULL, array_agg(m.queue), array_agg(m.id), NULL, array_agg(m.ordering_key)) AS released
+  FROM moved m
+HAVING count(*) > 0`,
 );
 
 export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stampeded_release($1, $2, $3, $4)`);

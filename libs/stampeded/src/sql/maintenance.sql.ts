@@ -71,6 +71,61 @@ export const DELETE_DEAD_WORKERS = sql(
 
 export const EXPIRE = sql('maintenance_expire', `SELECT out_id::text AS id, out_queue AS queue, out_worker::text AS worker_id FROM stampeded_expire($1)`);
 
+/**
+ * The key-line sweep (KeyLineSweeper): of the keys with a job waiting for its
+ * turn (migration 14), read through the waiting index one key a descent, $3
+ * at most after ($1, $2) (NULLs: from the first), those whose first waiting
+ * job has no active job ahead of it, released by stampeded_release_waiting,
+ * which decides again under the keys' locks. Answers how many keys it read,
+ * how many jobs it released, and the last key read, where the next batch
+ * starts.
+ */
+export const SWEEP_KEY_LINES = sql(
+  'maintenance_sweep_key_lines',
+  `
+WITH RECURSIVE keys AS (
+    (SELECT w.queue, w.ordering_key, 1 AS n
+       FROM stampeded_jobs w
+      WHERE w.ordering_key IS NOT NULL AND w.state = 'pending' AND w.deps_pending IS NULL
+        AND (w.queue, w.ordering_key) > (coalesce($1::text, ''), coalesce($2::text, ''))
+      ORDER BY w.queue, w.ordering_key
+      LIMIT 1)
+    UNION ALL
+    SELECT nx.queue, nx.ordering_key, k.n + 1
+      FROM keys k
+     CROSS JOIN LATERAL (
+           SELECT w.queue, w.ordering_key
+             FROM stampeded_jobs w
+            WHERE w.ordering_key IS NOT NULL AND w.state = 'pending' AND w.deps_pending IS NULL
+              AND (w.queue, w.ordering_key) > (k.queue, k.ordering_key)
+            ORDER BY w.queue, w.ordering_key
+            LIMIT 1) nx
+     WHERE k.n < $3::int
+),
+stuck AS (
+    SELECT k.queue, k.ordering_key
+      FROM keys k
+     CROSS JOIN LATERAL (
+           SELECT w.ordering_position
+             FROM stampeded_jobs w
+            WHERE w.queue = k.queue AND w.ordering_key = k.ordering_key
+              AND w.state = 'pending' AND w.deps_pending IS NULL
+            ORDER BY w.ordering_position
+            LIMIT 1) h
+     WHERE (SELECT e.ordering_position FROM stampeded_jobs e
+             WHERE e.queue = k.queue AND e.ordering_key = k.ordering_key
+               AND e.ordering_position < h.ordering_position
+               AND e.state IN ('available','claimed','executing','retryable')
+             ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
+)
+SELECT (SELECT count(*) FROM keys)::int AS keys,
+       coalesce((SELECT stampeded_release_waiting(NULL, array_agg(s.queue), NULL, NULL, array_agg(s.ordering_key))
+                   FROM stuck s HAVING count(*) > 0), 0)::int AS released,
+       l.queue AS last_queue, l.ordering_key AS last_key
+  FROM (SELECT 1) one
+  LEFT JOIN (SELECT k.queue, k.ordering_key FROM keys k ORDER BY k.n DESC LIMIT 1) l ON true`,
+);
+
 export const PRUNE = sql(
   'maintenance_prune',
   `SELECT stampeded_prune(make_interval(secs => $1::float8 / 1000), $2, make_interval(secs => $3::float8 / 1000)) AS deleted`,

@@ -5,8 +5,10 @@
 -- the moment this commits no worker can record an outcome for the job. The
 -- notification tells the worker that runs it to fire the handler's
 -- AbortSignal; it is a courtesy, the fence does not depend on it. A
--- cancelled workflow job settles the jobs waiting for it
--- (stampeded_workflow_advance) in the same transaction.
+-- cancelled workflow or keyed job releases the jobs waiting for it
+-- (stampeded_release_waiting) in the same transaction: a keyed job
+-- cancelled while it waits in its line lets the next one through when it
+-- was the head.
 CREATE OR REPLACE FUNCTION stampeded_cancel(p_id uuid, p_queue text DEFAULT NULL)
 RETURNS TABLE (was text, now_state text, queue text, worker_id uuid)
 LANGUAGE plpgsql AS $$
@@ -35,8 +37,8 @@ BEGIN
            dedup_scope  = NULL
      WHERE stampeded_jobs.queue = j.queue AND id = j.id;
 
-    IF j.workflow_id IS NOT NULL THEN
-        PERFORM stampeded_workflow_advance(ARRAY[j.id], 'cancelled');
+    IF j.workflow_id IS NOT NULL OR j.ordering_key IS NOT NULL THEN
+        PERFORM stampeded_release_waiting('cancelled', ARRAY[j.queue], ARRAY[j.id], ARRAY[j.workflow_id], ARRAY[j.ordering_key]);
     END IF;
 
     IF j.claimed_by IS NOT NULL THEN

@@ -41,6 +41,13 @@ LANGUAGE sql AS $$
                                -- its finished jobs. A scalar subquery, so that its order holds: an
                                -- EXISTS drops it, and reads the whole line where a key is hot.
                                ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
+                -- Nor a job of its key waiting ahead of it (migration 14).
+                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs w
+                                 WHERE w.queue = p_queue
+                                   AND w.ordering_key = stampeded_jobs.ordering_key
+                                   AND w.ordering_position < stampeded_jobs.ordering_position
+                                   AND w.state = 'pending'
+                                   AND w.deps_pending IS NULL)
                 AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
                                  WHERE r.queue = p_queue
                                    AND r.ordering_key = stampeded_jobs.ordering_key

@@ -24,14 +24,17 @@
 -- Per-key ordering (migration 11, docs/ordering.md). A job with an
 -- ordering_key is claimable only at its turn: (a) no unfinished job of its
 -- queue and key has an earlier ordering_position (it is the head of its
--- key's line), and (b) no job of its key is running. A job without a key
--- skips both checks on its first test, so the plain claim reads nothing more.
+-- key's line): none active (stampeded_jobs_ordering_idx) and none waiting
+-- for its turn (stampeded_jobs_ordering_waiting_idx), and (b) no job of its
+-- key is running. A job without a key skips the checks on its first test,
+-- so the plain claim reads nothing more.
 -- Why no claimer runs job 2 of a key while job 1 is unfinished:
 --   * One statement judges every candidate against one snapshot, in which
 --     job 1, unfinished, stands ahead of job 2: a batch takes at most one job
 --     of a key, its head.
---   * Every state a job passes through before it finishes (available,
---     executing, retryable) is unfinished, and a finished job stays finished
+--   * Every state a job passes through before it finishes (pending while it
+--     waits for its turn, available, executing, retryable) is unfinished,
+--     and a finished job stays finished
 --     (an operator's retry puts it back at its old place, and check (b) makes
 --     it wait for the job of its key that is running). So a snapshot in which
 --     job 1 is finished was taken after job 1 finished; an older snapshot sees
@@ -51,8 +54,12 @@
 --   * A retry that gives up its place (stampeded_jobs.ordering_position moved
 --     to the back by the worker) is one committed change: older snapshots see
 --     the job ahead, retryable, and hold the line; newer ones see it behind.
--- Blocked jobs of a key still sit in the claim index, and a claim walks past
--- them: a key with thousands of jobs due costs each claim a walk over them
+-- The checks are the safety net of the order; what keeps a key's blocked
+-- jobs out of the claim's way is migration 14: a keyed job enqueued behind
+-- an unfinished job of its key waits in 'pending', outside the claim index,
+-- until the outcome of the job ahead releases it
+-- (stampeded_release_waiting.sql). A claim meets a key's head, and the few
+-- jobs a race or a workflow put in the index behind it, not its whole line
 -- (bench/RESULTS.md, "Per-key ordering").
 CREATE OR REPLACE FUNCTION stampeded_claim_batch(
     p_queue     text,
@@ -98,6 +105,13 @@ AS $$
                                -- its finished jobs. A scalar subquery, so that its order holds: an
                                -- EXISTS drops it, and reads the whole line where a key is hot.
                                ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
+                -- Nor a job of its key waiting ahead of it (migration 14).
+                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs w
+                                 WHERE w.queue = p_queue
+                                   AND w.ordering_key = c.ordering_key
+                                   AND w.ordering_position < c.ordering_position
+                                   AND w.state = 'pending'
+                                   AND w.deps_pending IS NULL)
                 AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
                                  WHERE r.queue = p_queue
                                    AND r.ordering_key = c.ordering_key

@@ -8,10 +8,11 @@
 -- the common case and costs what a completion without results did
 -- (bench/RESULTS.md). A removed job's result goes with it.
 --
--- Workflow jobs of the batch release the jobs waiting for them
--- (stampeded_workflow_advance), in this statement and transaction: one call
--- for the whole batch, made only when the batch has one. A batch without
--- any reads its completed rows once more, in memory, and calls nothing.
+-- Workflow and keyed jobs of the batch release the jobs waiting for them
+-- (stampeded_release_waiting: workflow dependents, and the next job of each
+-- key), in this statement and transaction: one call for the whole batch,
+-- made only when the batch has one. A batch without any reads its completed
+-- rows once more, in memory, and calls nothing.
 CREATE OR REPLACE FUNCTION stampeded_complete_many(
     p_worker_id uuid,
     p_queues    text[],
@@ -35,7 +36,7 @@ AS $$
            AND j.claimed_by = p_worker_id
            AND j.attempt    = o.attempt
            AND j.remove_on_complete
-        RETURNING j.id, j.queue, j.workflow_id
+        RETURNING j.id, j.queue, j.workflow_id, j.ordering_key
     ),
     kept AS (
         UPDATE stampeded_jobs j
@@ -53,21 +54,22 @@ AS $$
            AND j.claimed_by = p_worker_id
            AND j.attempt    = o.attempt
            AND NOT j.remove_on_complete
-        RETURNING j.id, j.queue, j.workflow_id
+        RETURNING j.id, j.queue, j.workflow_id, j.ordering_key
     ),
     done AS (
-        SELECT id, queue, workflow_id FROM removed
+        SELECT id, queue, workflow_id, ordering_key FROM removed
         UNION ALL
-        SELECT id, queue, workflow_id FROM kept
+        SELECT id, queue, workflow_id, ordering_key FROM kept
     ),
-    advanced AS (
-        SELECT stampeded_workflow_advance(array_agg(d.id), 'completed') AS n
+    released AS (
+        SELECT stampeded_release_waiting('completed', array_agg(d.queue), array_agg(d.id),
+                                         array_agg(d.workflow_id), array_agg(d.ordering_key)) AS n
           FROM done d
-         WHERE d.workflow_id IS NOT NULL
+         WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
         HAVING count(*) > 0
     )
     -- The condition is evaluated once, before the first row: it runs the
-    -- advance, which the result does not otherwise read.
+    -- release, which the result does not otherwise read.
     SELECT d.id, d.queue FROM done d
-     WHERE (SELECT count(*) FROM advanced) >= 0;
+     WHERE (SELECT count(*) FROM released) >= 0;
 $$;

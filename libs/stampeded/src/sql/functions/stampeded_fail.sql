@@ -6,8 +6,9 @@
 -- attempts (or unrecoverable) is discarded and, when it has a
 -- dead_letter_queue, copied there with its provenance; otherwise it is due
 -- again after p_retry_delay_ms. The error joins the job's errors ring buffer.
--- A discarded workflow job settles the jobs waiting for it
--- (stampeded_workflow_advance) in the same transaction.
+-- A discarded workflow or keyed job releases the jobs waiting for it
+-- (stampeded_release_waiting) in the same transaction. A job that will be
+-- retried keeps its place in its key's line: nothing behind it moves.
 CREATE OR REPLACE FUNCTION stampeded_fail(
     p_queue        text,
     p_id           uuid,
@@ -94,8 +95,8 @@ BEGIN
         v_dlq := true;
     END IF;
 
-    IF v_terminal AND j.workflow_id IS NOT NULL THEN
-        PERFORM stampeded_workflow_advance(ARRAY[p_id], 'discarded');
+    IF v_terminal AND (j.workflow_id IS NOT NULL OR j.ordering_key IS NOT NULL) THEN
+        PERFORM stampeded_release_waiting('discarded', ARRAY[p_queue], ARRAY[p_id], ARRAY[j.workflow_id], ARRAY[j.ordering_key]);
     END IF;
 
     RETURN QUERY SELECT v_was, v_state, v_dlq;

@@ -13,8 +13,9 @@
 -- stay 'executing' forever. Such a job is reaped once its own last sign of
 -- life is as old as a dead worker's.
 --
--- A discarded workflow job settles the jobs waiting for it
--- (stampeded_workflow_advance), one call for all of them.
+-- A discarded workflow or keyed job releases the jobs waiting for it
+-- (stampeded_release_waiting), one call for all of them. A job given back
+-- for another attempt keeps its place in its key's line.
 CREATE OR REPLACE FUNCTION stampeded_reap(
     p_dead_after interval DEFAULT interval '5 minutes'
 ) RETURNS TABLE (id uuid, queue text, worker_id uuid)
@@ -69,7 +70,8 @@ LANGUAGE sql AS $$
          WHERE j.claimed_by = d.id
            AND j.state IN ('claimed','executing')
         RETURNING j.id, j.queue, d.id AS worker_id, j.state, j.task, j.args, j.meta, j.tenant_id,
-                  j.priority, j.destination, j.dead_letter_queue, j.attempt, j.max_attempts, j.workflow_id
+                  j.priority, j.destination, j.dead_letter_queue, j.attempt, j.max_attempts, j.workflow_id,
+                  j.ordering_key
     ),
     -- Unreferenced, and still run: PostgreSQL executes every data-modifying
     -- CTE to completion whether or not the outer query reads it.
@@ -83,13 +85,14 @@ LANGUAGE sql AS $$
          WHERE r.state = 'discarded' AND r.dead_letter_queue IS NOT NULL
         RETURNING 1
     ),
-    advanced AS (
-        SELECT stampeded_workflow_advance(array_agg(r.id), 'discarded') AS n
+    released AS (
+        SELECT stampeded_release_waiting('discarded', array_agg(r.queue), array_agg(r.id),
+                                         array_agg(r.workflow_id), array_agg(r.ordering_key)) AS n
           FROM reaped r
-         WHERE r.state = 'discarded' AND r.workflow_id IS NOT NULL
+         WHERE r.state = 'discarded' AND (r.workflow_id IS NOT NULL OR r.ordering_key IS NOT NULL)
         HAVING count(*) > 0
     )
-    -- Evaluated once, before the first row: it runs the advance.
+    -- Evaluated once, before the first row: it runs the release.
     SELECT r.id, r.queue, r.worker_id FROM reaped r
-     WHERE (SELECT count(*) FROM advanced) >= 0;
+     WHERE (SELECT count(*) FROM released) >= 0;
 $$;
