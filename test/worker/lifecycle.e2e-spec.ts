@@ -168,12 +168,15 @@ describe('worker lifecycle', () => {
     const kill = await queue.enqueue('isolated', { mode: 'kill' });
     const thrown = await queue.enqueue('isolated', { mode: 'throw' });
     const checkpoint = await queue.enqueue('isolated', { mode: 'checkpoint' });
+    const context = await queue.enqueue('isolated', { mode: 'context' }, { orderingKey: 'isolated-line', tenantId: 'acme' });
     const byId = async () => Object.fromEntries((await rows(`SELECT * FROM stampeded_jobs`)).map((r) => [r.id, r]));
     const all = await waitFor(async () => {
       const jobs = await byId();
-      return [ok, exit, kill, thrown, checkpoint].every((j) => ['completed', 'retryable'].includes(jobs[j.id]?.state)) && jobs;
+      return [ok, exit, kill, thrown, checkpoint, context].every((j) => ['completed', 'retryable'].includes(jobs[j.id]?.state)) && jobs;
     }, 'every isolated job to finish its attempt');
     expect(all[ok.id].state).toBe('completed');
+    // The child's ctx carries the job's key, as the worker's does.
+    expect(all[context.id]).toMatchObject({ state: 'completed', result: { orderingKey: 'isolated-line', tenantId: 'acme' } });
     if (all[checkpoint.id].state !== 'completed') throw new Error(`checkpoint job: ${all[checkpoint.id].last_error}`);
     expect(all[checkpoint.id]).toMatchObject({ state: 'completed', checkpoint_seq: 1 });
     expect(all[exit.id]).toMatchObject({ state: 'retryable', failure_kind: 'worker_exited', interruptions: 1 });

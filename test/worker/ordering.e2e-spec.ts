@@ -33,7 +33,9 @@ describe('per-key ordering', () => {
     queue = app.get(QueueService);
     sql = await sqlClient(db.url);
     await sql.query(`CREATE SEQUENCE ordering_clock`);
-    await sql.query(`CREATE TABLE ordering_runs (id bigserial PRIMARY KEY, job_id uuid, key text, n int, attempt int, started bigint, ended bigint)`);
+    await sql.query(
+      `CREATE TABLE ordering_runs (id bigserial PRIMARY KEY, job_id uuid, key text, n int, attempt int, started bigint, ended bigint, ctx_key text)`,
+    );
     for (let i = 0; i < 3; i++) {
       fleet.push(
         WorkerProcess.start({
@@ -101,6 +103,9 @@ describe('per-key ordering', () => {
       expect(runs.map((r) => r.n)).toEqual(Array.from({ length: perKey }, (_, n) => n));
       expectOneAtATime(runs);
     }
+    // Each handler saw its job's key in ctx.orderingKey.
+    const { rows: seen } = await sql.query(`SELECT count(*)::int AS n FROM ordering_runs WHERE key = ANY($1) AND ctx_key IS DISTINCT FROM key`, [keys]);
+    expect(seen[0].n).toBe(0);
     // Different keys ran at the same time: some run started while a run of another key had not ended.
     const { rows } = await sql.query(
       `SELECT count(*)::int AS n FROM ordering_runs a JOIN ordering_runs b ON a.key <> b.key AND b.started > a.started AND b.started < a.ended`,

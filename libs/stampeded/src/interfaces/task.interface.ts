@@ -76,6 +76,8 @@ export interface JobContext {
   readonly maxAttempts: number;
   readonly tenantId: string | null;
   readonly destination: string | null;
+  /** The line the job runs in, one at a time with the other jobs of its key (the orderingKey enqueue option), or null. */
+  readonly orderingKey: string | null;
   /** The job's whole meta object; this runtime's own context is under `nestjs`. */
   readonly meta: Readonly<Record<string, unknown>>;
   /** Fires when the job times out, is cancelled, is lost to the reaper, or the worker shuts down. */

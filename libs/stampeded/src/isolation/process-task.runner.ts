@@ -58,6 +58,7 @@ export class ProcessTaskRunner {
               maxAttempts: ctx.maxAttempts,
               tenantId: ctx.tenantId,
               destination: ctx.destination,
+              orderingKey: ctx.orderingKey,
               meta: ctx.meta,
               checkpoint: ctx.checkpoint,
             },

@@ -41,6 +41,7 @@ export class RunContext<Run> implements JobContext {
   readonly maxAttempts: number;
   readonly tenantId: string | null;
   readonly destination: string | null;
+  readonly orderingKey: string | null;
   readonly meta: Readonly<Record<string, unknown>>;
   readonly checkpoint: unknown;
   readonly #db: StampededDatabase;
@@ -56,6 +57,7 @@ export class RunContext<Run> implements JobContext {
     this.maxAttempts = job.maxAttempts;
     this.tenantId = job.tenantId;
     this.destination = job.destination;
+    this.orderingKey = job.orderingKey;
     this.meta = job.meta;
     this.checkpoint = job.checkpoint ?? null;
     this.#db = db;
