@@ -55,12 +55,21 @@ describe('claims while a snapshot is held open (the claim cursor)', () => {
     );
     await sql.query(`DELETE FROM stampeded_jobs WHERE queue = 'held'`);
 
+    const { pid } = (await holder.query(`SELECT pg_backend_pid() AS pid`)).rows[0];
+    // Held for the seconds after which the worker names it.
+    await waitFor(
+      async () => (await sql.query(`SELECT now() - xact_start >= interval '5 seconds' AS old FROM pg_stat_activity WHERE pid = $1`, [pid])).rows[0].old,
+      'the snapshot to be five seconds old',
+    );
+
     app = await bootApp(db.url, { providers: [Tick], stampeded: { maintenance: { enabled: false } } });
     const queue = app.get(QueueService);
     await queue.enqueue('tick', { label: 'first' });
     await waitFor(() => started.includes('first'), 'the first job to start');
-    // Its claim walked the dead entries and found the queue empty after it: slow.
-    await waitFor(() => said(warn, 'claims of queue "held" are slow'), 'the worker to say its claims are slow');
+    // Its claim walked the dead entries and found the queue empty after it:
+    // slow, and the warning names the session that holds the snapshot.
+    await waitFor(() => said(warn, `claims of queue "held" are slow`), 'the worker to say its claims are slow');
+    expect(said(warn, `pid ${pid} (`)).toBe(1);
 
     // Due half an hour ago: before the cursor, where only a full claim looks.
     await queue.enqueue('tick', { label: 'behind' }, { runAt: new Date(Date.now() - 30 * 60_000) });

@@ -227,9 +227,14 @@ export const NOT_IN_WORKFLOW = (id: string, method: string) =>
   `ctx.${method}() in job ${id}: this job is not part of a workflow or batch, so it has nothing to read. ` +
   `Enqueue it with enqueueWorkflow(), enqueueFlow() or enqueueBatch().`;
 
+export const CLAIM_CURSOR_HELD = (queue: string, tookMs: number, taken: number, holder: { pid: number; application: string; state: string; seconds: number }) =>
+  `claims of queue "${queue}" are slow (${Math.round(tookMs)} ms for ${taken} job(s)): pid ${holder.pid} (${holder.application}, ${holder.state}) ` +
+  `has held a snapshot for ${Math.round(holder.seconds)} s, and PostgreSQL keeps every row version that snapshot could see, so each claim walks ` +
+  `the dead entries of the jobs claimed since. End that transaction (idle_in_transaction_session_timeout and statement_timeout bound them). ` +
+  `Meanwhile claims start where the last one ended, with a full claim beside them every second or so.`;
+
 export const CLAIM_CURSOR_ON = (queue: string, tookMs: number, taken: number) =>
-  `claims of queue "${queue}" are slow (${Math.round(tookMs)} ms for ${taken} job(s)): the claim index's head is full of dead entries that ` +
-  `a long-open transaction keeps from being removed (look for an old xact_start or backend_xmin in pg_stat_activity). ` +
-  `Claiming from where the last claim ended, with a full claim beside it every second (less often while those take long), until full claims are fast again.`;
+  `claims of queue "${queue}" are slow (${Math.round(tookMs)} ms for ${taken} job(s)): claiming from where the last claim ended, ` +
+  `with a full claim beside it every second or so, until full claims are fast again.`;
 
 export const CLAIM_CURSOR_OFF = (queue: string) => `claims of queue "${queue}" are fast again: claiming from the head of the queue.`;

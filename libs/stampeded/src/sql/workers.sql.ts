@@ -40,3 +40,19 @@ export const UNKNOWN_CLAIMS = sql(
     WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
       AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
 );
+
+/**
+ * The client session whose snapshot is oldest in this database, when a
+ * queue's claims turn slow: what keeps the claim index's dead entries from
+ * being removed, named for the operator.
+ */
+export const OLDEST_SNAPSHOT = sql(
+  'stampeded_oldest_snapshot',
+  `SELECT pid, coalesce(nullif(application_name, ''), 'no application_name') AS application, coalesce(state, 'unknown') AS state,
+          extract(epoch FROM now() - coalesce(xact_start, backend_start))::float8 AS seconds
+     FROM pg_stat_activity
+    WHERE backend_xmin IS NOT NULL AND backend_type = 'client backend'
+      AND datname = current_database() AND pid <> pg_backend_pid()
+    ORDER BY age(backend_xmin) DESC
+    LIMIT 1`,
+);

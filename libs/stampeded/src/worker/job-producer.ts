@@ -4,8 +4,8 @@ import type { Job } from '../interfaces/job.interface.js';
 import type { ControlGate } from '../control/control.gate.js';
 import { CLAIM_BATCH } from '../sql/jobs.sql.js';
 import { CLAIM_FAIR, CLAIM_LIMITED } from '../sql/control.sql.js';
-import { UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
-import { CLAIM_CURSOR_OFF, CLAIM_CURSOR_ON } from '../stampeded.messages.js';
+import { OLDEST_SNAPSHOT, UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
+import { CLAIM_CURSOR_HELD, CLAIM_CURSOR_OFF, CLAIM_CURSOR_ON } from '../stampeded.messages.js';
 import { toClaimedJob } from '../queue/job.mapper.js';
 import { AutoPrefetch } from './auto-prefetch.js';
 import { ClaimBuffer } from './claim-buffer.js';
@@ -38,6 +38,10 @@ export interface JobRunner {
 
 /** Claim statements one worker runs at once. */
 const MAX_PARALLEL_CLAIMS = 2;
+/** A snapshot held this long when claims turn slow is named in a warning. */
+const HELD_SNAPSHOT_WARN_S = 5;
+/** At most one such warning per queue in this long. */
+const SLOW_CLAIMS_WARN_EVERY_MS = 60_000;
 
 /**
  * Keeps a worker supplied with jobs: claims them in batches into a small
@@ -69,6 +73,10 @@ export class JobProducer {
   private readonly emptyQueues = new Set<string>();
   /** Where each queue's next claim starts (NOTES.md, "The claim cursor"). */
   private readonly cursors = new Map<string, ClaimCursor>();
+  /** When this process last warned of a queue's slow claims (reportSlowClaims()). */
+  private readonly slowClaimsWarnedAt = new Map<string, number>();
+  /** Queues warned of, whose return to full claims is logged too. */
+  private readonly slowClaimsWarned = new Set<string>();
   /** Full claims running beside the cursor claims, by queue (sweep()). */
   private readonly sweeps = new Map<string, Promise<void>>();
   private readonly autoPrefetch: AutoPrefetch;
@@ -415,9 +423,8 @@ export class JobProducer {
       const wasOn = cursor.current() !== null;
       const tookMs = Date.now() - sentAt;
       cursor.record({ after, limit, taken: jobs.length, latestDue, tookMs, at });
-      // Worth an operator's attention: somewhere a transaction is held open.
-      if (!wasOn && cursor.current() !== null) this.logger.warn(CLAIM_CURSOR_ON(queue, tookMs, jobs.length));
-      else if (wasOn && cursor.current() === null) this.logger.log(CLAIM_CURSOR_OFF(queue));
+      if (!wasOn && cursor.current() !== null) void this.reportSlowClaims(queue, tookMs, jobs.length);
+      else if (wasOn && cursor.current() === null) this.reportFastClaims(queue);
     }
     for (const job of jobs) {
       this.claimedLocally.set(job, sentAt);
@@ -426,6 +433,34 @@ export class JobProducer {
     }
     this.config.control?.claimed(jobs);
     return jobs;
+  }
+
+  /**
+   * Claims turned to the cursor. A snapshot held open for a while is worth
+   * an operator's warning, naming its session; slow claims without one (a
+   * busy machine) are not, and are only a debug line.
+   */
+  private async reportSlowClaims(queue: string, tookMs: number, taken: number): Promise<void> {
+    const last = this.slowClaimsWarnedAt.get(queue);
+    if (last !== undefined && performance.now() - last < SLOW_CLAIMS_WARN_EVERY_MS) return;
+    try {
+      const [holder] = await this.db.query<{ pid: number; application: string; state: string; seconds: number }>(OLDEST_SNAPSHOT);
+      if (holder && holder.seconds >= HELD_SNAPSHOT_WARN_S) {
+        this.slowClaimsWarnedAt.set(queue, performance.now());
+        this.slowClaimsWarned.add(queue);
+        this.logger.warn(CLAIM_CURSOR_HELD(queue, tookMs, taken, holder));
+        return;
+      }
+    } catch (err) {
+      this.logger.debug(`could not read pg_stat_activity: ${(err as Error)?.message ?? err}`);
+    }
+    this.logger.debug(CLAIM_CURSOR_ON(queue, tookMs, taken));
+  }
+
+  /** Claims left the cursor: said where the turn to it was. */
+  private reportFastClaims(queue: string): void {
+    if (this.slowClaimsWarned.delete(queue)) this.logger.log(CLAIM_CURSOR_OFF(queue));
+    else this.logger.debug(CLAIM_CURSOR_OFF(queue));
   }
 
   /** A full rate-limit window frees a start after `ms`: claim the queue again then, not at the next poll. */
