@@ -19,6 +19,16 @@ export function quoteIdent(name: string): string {
 }
 
 /**
+ * One element of an array literal ('{...}'), double-quoted, its quotes and
+ * backslashes escaped: a large array passed as its literal is built in one
+ * join, where node-postgres would escape each element of a JS array through
+ * a regular expression.
+ */
+export function arrayElement(text: string): string {
+  return `"${text.replace(/[\\"]/g, '\\$&')}"`;
+}
+
+/**
  * Schema-qualifies every stampeded_* table and function name, so a statement
  * means the same thing on any connection, whatever its search_path -- the
  * caller's own transaction included.

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, FAIL, FAIL_NOTIFY, ORDERING_TO_BACK, RELEASE } from '../sql/jobs.sql.js';
+import { arrayElement } from '../sql/statement.js';
 import { UuidV7Source } from '../queue/uuidv7.js';
 import type { FailureKind, Job, JobState } from '../interfaces/job.interface.js';
 
@@ -209,18 +210,13 @@ export function completionArrays(
   for (let i = 0; i < batch.length; i++) {
     const { job, result } = batch[i];
     let q = quoted.get(job.queue);
-    if (q === undefined) quoted.set(job.queue, (q = quoteElement(job.queue)));
+    if (q === undefined) quoted.set(job.queue, (q = arrayElement(job.queue)));
     queues[i] = q;
     ids[i] = job.id;
     attempts[i] = job.attempt;
-    if (result != null) (results ??= new Array<string>(batch.length).fill('NULL'))[i] = quoteElement(result);
+    if (result != null) (results ??= new Array<string>(batch.length).fill('NULL'))[i] = arrayElement(result);
   }
   return [`{${queues.join(',')}}`, `{${ids.join(',')}}`, `{${attempts.join(',')}}`, results ? `{${results.join(',')}}` : null];
-}
-
-/** One element of an array literal, double-quoted, its quotes and backslashes escaped. */
-function quoteElement(text: string): string {
-  return `"${text.replace(/[\\"]/g, '\\$&')}"`;
 }
 
 /** The batch's tasks as an array literal, for COMPLETE_MANY_NOTIFY: quoted once per task, as completionArrays quotes queues. */
@@ -230,7 +226,7 @@ export function taskArray(batch: readonly { job: Job }[]): string {
   for (let i = 0; i < batch.length; i++) {
     const { task } = batch[i].job;
     let t = quoted.get(task);
-    if (t === undefined) quoted.set(task, (t = quoteElement(task)));
+    if (t === undefined) quoted.set(task, (t = arrayElement(task)));
     tasks[i] = t;
   }
   return `{${tasks.join(',')}}`;
