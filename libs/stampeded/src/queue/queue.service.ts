@@ -35,7 +35,7 @@ import type { EnqueueOptions, EnqueueResult, JobOptions } from '../interfaces/jo
 import type { JobEvent } from '../interfaces/job-event.interface.js';
 import type { ArgsOf, RegisteredTaskName, ResultOf, TaskClass, TaskHandler, TypedTask, UnregisteredTaskName } from '../interfaces/task.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
-import type { Statement } from '../sql/statement.js';
+import { arrayElement, type Statement } from '../sql/statement.js';
 import type { RedriveOptions, RedriveResult } from '../interfaces/redrive.interface.js';
 import type {
   BatchDefinition,
@@ -49,7 +49,7 @@ import type {
   WorkflowSummary,
 } from '../interfaces/workflow.interface.js';
 import { CANCEL_WORKFLOW, ENQUEUE_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from '../sql/workflows.sql.js';
-import { flowToWorkflow, planWorkflow } from './workflow-graph.js';
+import { flowToWorkflow, planWorkflow, type WorkflowEdge } from './workflow-graph.js';
 import { toWorkflow, toWorkflowSummary } from './workflow.mapper.js';
 
 /** One job of enqueueMany(), untyped: any task, args as JSON. */
@@ -448,8 +448,26 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     const [workflowId] = this.ids.many(1);
     const ids = this.ids.many(rows.length);
     const extra = graph.names.map((step, i) => `"step":${JSON.stringify(step)},"deps_pending":${graph.waitsFor[i]}`);
-    const edges = JSON.stringify(graph.edges.map((e) => [e.from + 1, e.to + 1, e.ignoreFailure]));
-    const values = [...rowsToJson(rows, ids, extra), workflowId, name, kind, edges];
+    // The edges as five array literals of one element an edge (ENQUEUE_WORKFLOW's $6-$10), each queue quoted once.
+    const quoted = new Map<string, string>();
+    const queueOf = (i: number) => {
+      let q = quoted.get(rows[i].queue);
+      if (q === undefined) quoted.set(rows[i].queue, (q = arrayElement(rows[i].queue)));
+      return q;
+    };
+    const edges = graph.edges;
+    const literal = (element: (e: WorkflowEdge) => string) => `{${edges.map(element).join(',')}}`;
+    const values = [
+      ...rowsToJson(rows, ids, extra),
+      workflowId,
+      name,
+      kind,
+      literal((e) => queueOf(e.from)),
+      literal((e) => ids[e.from]),
+      literal((e) => queueOf(e.to)),
+      literal((e) => ids[e.to]),
+      literal((e) => (e.ignoreFailure ? 't' : 'f')),
+    ];
     if (options.manager) {
       const bound = this.db.statement(ENQUEUE_WORKFLOW);
       await options.manager.query(bound.text, values);
