@@ -153,18 +153,19 @@ export const WORKFLOW_MEMBER = sql(
 export const PRUNE_WORKFLOWS_SCAN = 1000;
 
 /**
- * Deletes the workflows none of whose jobs is left in stampeded_jobs; their
- * names and edges go with them (ON DELETE CASCADE). A workflow's rows are
- * what its jobs are shown and read by (the dashboard's tree, the CLI,
- * ctx.dependencies()), so they stay for as long as any of its jobs does: the
- * job pruner's retention (or removeOnComplete) decides when that ends, and a
- * workflow with a job still to run is never empty.
+ * Deletes the workflows none of whose jobs is left in stampeded_jobs, and
+ * their names and edges in the same statement (no foreign key ties them:
+ * migration 15). A workflow's rows are what its jobs are shown and read by
+ * (the dashboard's tree, the CLI, ctx.dependencies()), so they stay for as
+ * long as any of its jobs does: the job pruner's retention (or
+ * removeOnComplete) decides when that ends, and a workflow with a job still
+ * to run is never empty.
  *
  * One pass looks at the workflows after the cursor $1 (an id, or NULL for
  * the first) in id order through the primary key: at most $2 of them, and
  * no more of them than hold $3 jobs between them past the first, which bounds
  * both the check (each member's job row, through its primary key, until one
- * is found) and the cascade. A workflow's jobs are inserted with it in one
+ * is found) and the deletes. A workflow's jobs are inserted with it in one
  * statement and only ever leave, so one found empty stays empty. Row locks
  * only, taken SKIP LOCKED: an enqueue never waits on it. Answers how many
  * workflows went, the last id looked at (the next pass's cursor) and
@@ -199,6 +200,16 @@ deleted AS (
      USING doomed d
      WHERE w.id = d.id
     RETURNING 1
+),
+names AS (
+    DELETE FROM stampeded_workflow_jobs m
+     USING doomed d
+     WHERE m.workflow_id = d.id
+),
+edges AS (
+    DELETE FROM stampeded_workflow_edges e
+     USING doomed d
+     WHERE e.workflow_id = d.id
 )
 SELECT (SELECT count(*) FROM deleted)::int AS deleted,
        l.id::text AS last,
