@@ -167,7 +167,7 @@ describe('worker', () => {
     const { id } = await queue.enqueue('introspect', {}, { tenantId: 't1', destination: 'api', meta: { k: 'v' } });
     const event = await completed;
     const handler = app.get(Introspect);
-    expect(handler.keys.sort()).toEqual(['attempt', 'checkpoint', 'destination', 'id', 'maxAttempts', 'meta', 'queue', 'task', 'tenantId']);
+    expect(handler.keys.sort()).toEqual(['attempt', 'checkpoint', 'destination', 'id', 'maxAttempts', 'meta', 'orderingKey', 'queue', 'task', 'tenantId']);
     expect(handler.serialised).toEqual({
       id,
       queue: 'work',
@@ -176,6 +176,7 @@ describe('worker', () => {
       maxAttempts: 25,
       tenantId: 't1',
       destination: 'api',
+      orderingKey: null,
       meta: { nestjs: { k: 'v' } },
       checkpoint: null,
     });
