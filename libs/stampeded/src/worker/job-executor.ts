@@ -114,7 +114,9 @@ export class JobExecutor {
 
   /**
    * Hears the queue of each keyed job whose outcome was written: the next
-   * job of its key may be claimable now, and no notification says so.
+   * job of its key is released with that outcome and claimable now. The
+   * release wakes the fleet's workers too; claiming here at once saves this
+   * one the notification's round trip.
    */
   onLineMoved(listener: (queue: string) => void): void {
     this.lineListeners.push(listener);
