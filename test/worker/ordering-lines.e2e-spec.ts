@@ -1,6 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import type pg from 'pg';
+import pg from 'pg';
 import { DataSource } from 'typeorm';
+import { StampededInspector } from '@stampeded/dashboard/inspector';
 import { MaintenanceService, QueueService } from '@stampeded/nestjs';
 import { ORDERING_TO_BACK } from '@stampeded/nestjs/internal';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
@@ -146,6 +147,21 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
     await sql.query(`UPDATE stampeded_jobs SET expire_seconds = 1, heartbeat_at = now() - interval '1 hour' WHERE id = $1`, [ids[0]]);
     await sql.query(`SELECT * FROM stampeded_expire(100)`);
     expect(await statesOf(ids)).toEqual(['discarded', 'available', 'pending']);
+
+    // The dashboard's discard of a job waiting for its time, one at a time and in bulk.
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      const inspector = new StampededInspector({ schema: 'public', query: async (statement, values) => (await pool.query(statement.text, values)).rows });
+      ids = await line('by-dashboard', ['available', 'pending', 'pending']);
+      expect(await inspector.discard(ids[0], 'lines')).toMatchObject({ previousState: 'available', state: 'discarded' });
+      expect(await statesOf(ids)).toEqual(['discarded', 'available', 'pending']);
+      const bulk = await line('by-dashboard-bulk', ['available', 'pending']);
+      await sql.query(`UPDATE stampeded_jobs SET tenant_id = 'bulk' WHERE id = $1`, [bulk[0]]);
+      expect(await inspector.bulk('discard', { queue: 'lines', tenant: 'bulk' })).toMatchObject({ changed: 1 });
+      expect(await statesOf(bulk)).toEqual(['discarded', 'available']);
+    } finally {
+      await pool.end();
+    }
 
     // The reaper: a job whose worker is gone, at its last attempt.
     ids = await line('by-reaper', ['executing', 'pending', 'pending'], 1);
