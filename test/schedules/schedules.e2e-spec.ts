@@ -279,6 +279,34 @@ describe('schedules', () => {
     await expect(schedules.trigger('sync')).rejects.toThrow(/No schedule with key "sync"/);
   });
 
+  it('fires into an ordering key: a job behind an unfinished one of its key waits for its turn', async () => {
+    const clock = new TestClock('2026-03-01T00:00:00Z');
+    const schedules = await boot(clock);
+    await expect(schedules.upsert({ key: 'keyed-bad', task: 'sync-crm', queue: 'crm', every: '1m', orderingKey: '' })).rejects.toThrow(
+      /Schedule "keyed-bad".*orderingKey must be a non-empty string/,
+    );
+    expect(await schedules.get('keyed-bad')).toBeUndefined();
+
+    const created = await schedules.upsert({ key: 'keyed', task: 'sync-crm', queue: 'crm', every: '1m', orderingKey: 'crm-account-7' });
+    expect(created).toMatchObject({ key: 'keyed', orderingKey: 'crm-account-7' });
+    const first = (await schedules.trigger('keyed')).jobId;
+    const second = (await schedules.trigger('keyed')).jobId;
+    const { rows } = await sql.query(
+      `SELECT id::text, state, ordering_key, ordering_position = id AS placed FROM stampeded_jobs WHERE id = ANY($1::uuid[]) ORDER BY id`,
+      [[first, second]],
+    );
+    expect(rows).toEqual([
+      { id: first, state: 'available', ordering_key: 'crm-account-7', placed: true },
+      { id: second, state: 'pending', ordering_key: 'crm-account-7', placed: true },
+    ]);
+    // A schedule without a key fires jobs without one, as before.
+    await schedules.upsert({ key: 'keyed', task: 'sync-crm', queue: 'crm', every: '1m' });
+    const plain = (await schedules.trigger('keyed')).jobId;
+    expect((await sql.query(`SELECT state, ordering_key FROM stampeded_jobs WHERE id = $1`, [plain])).rows).toEqual([
+      { state: 'available', ordering_key: null },
+    ]);
+  });
+
   it('fires each occurrence once when many fire at the same moment', async () => {
     const clock = new TestClock('2026-03-01T00:00:00Z');
     const services = await Promise.all([boot(clock), boot(clock), boot(clock)]);

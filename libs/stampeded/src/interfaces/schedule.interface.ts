@@ -33,6 +33,8 @@ export interface TaskScheduleOptions {
   /** Priority of the jobs it enqueues. Default: the task's, else 0. */
   priority?: number;
   tenantId?: string;
+  /** The line its jobs run in (docs/ordering.md): one at a time, in firing order, with the other jobs of the key. */
+  orderingKey?: string;
 }
 
 /** A schedule as SchedulesService.upsert() takes it. */
@@ -53,6 +55,8 @@ export interface Schedule {
   task: string;
   args: Record<string, unknown>;
   tenantId: string | null;
+  /** The ordering key its jobs are fired with, or null. */
+  orderingKey: string | null;
   priority: number;
   cron: string | null;
   intervalSeconds: number | null;

@@ -28,7 +28,7 @@ export interface ValidatedSchedule extends ScheduleRule {
   paused: boolean | null;
 }
 
-export const SCHEDULE_OPTION_NAMES = ['cron', 'every', 'timezone', 'dstPolicy', 'missedPolicy', 'args', 'key', 'priority', 'tenantId'] as const;
+export const SCHEDULE_OPTION_NAMES = ['cron', 'every', 'timezone', 'dstPolicy', 'missedPolicy', 'args', 'key', 'priority', 'tenantId', 'orderingKey'] as const;
 const DEFINITION_NAMES = [...SCHEDULE_OPTION_NAMES, 'task', 'queue', 'paused'] as const;
 
 const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };

@@ -9,6 +9,7 @@ export function toSchedule(row: Record<string, any>): Schedule {
     task: row.task,
     args: row.args,
     tenantId: row.tenant_id,
+    orderingKey: row.ordering_key ?? null,
     priority: row.priority,
     cron: row.cron_expr,
     intervalSeconds: row.interval_secs === null ? null : Number(row.interval_secs),

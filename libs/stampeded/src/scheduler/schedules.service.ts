@@ -102,7 +102,7 @@ export class SchedulesService {
       schedule.timezone,
       schedule.missedPolicy,
       schedule.paused,
-      this.jobOptionsFor(schedule.key, schedule.task, schedule.queue),
+      this.jobOptionsFor(schedule.key, schedule.task, schedule.queue, definition.orderingKey),
     ]);
     return toSchedule(row);
   }
@@ -113,7 +113,7 @@ export class SchedulesService {
    * jobs are inserted with. A task this process does not declare gets the
    * module's and the queue's.
    */
-  private jobOptionsFor(key: string, task: string, queue: string): string {
+  private jobOptionsFor(key: string, task: string, queue: string, orderingKey?: string): string {
     const declared = this.tasks.get(task)?.metadata;
     const taskDefaults: JobOptions = declared
       ? {
@@ -128,7 +128,8 @@ export class SchedulesService {
       : {};
     const { queue: _moduleQueue, priority: _modulePriority, ...moduleDefaults } = this.options.defaultJobOptions ?? {};
     const { queue: _queueQueue, priority: _queuePriority, ...queueDefaults } = this.queues.get(queue)?.defaultJobOptions ?? {};
-    const row = buildJobRow(`Schedule "${key}"`, task, {}, { queue }, [moduleDefaults, queueDefaults, taskDefaults], this.columnDefaults);
+    // The key is checked as enqueue() checks it: the same refusals, naming the schedule.
+    const row = buildJobRow(`Schedule "${key}"`, task, {}, { queue, orderingKey }, [moduleDefaults, queueDefaults, taskDefaults], this.columnDefaults);
     return JSON.stringify({
       expire_seconds: row.expire_seconds,
       max_attempts: row.max_attempts,
@@ -139,6 +140,7 @@ export class SchedulesService {
       max_deferrals: row.max_deferrals,
       dead_letter_queue: row.dead_letter_queue,
       remove_on_complete: row.remove_on_complete,
+      ...(row.ordering_key === null ? {} : { ordering_key: row.ordering_key }),
     });
   }
 

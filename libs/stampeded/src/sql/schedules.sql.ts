@@ -2,7 +2,8 @@ import { sql } from './statement.js';
 
 const SCHEDULE_COLUMNS = `
   key, queue, task, args, tenant_id, priority, interval_secs::float8 AS interval_secs, cron_expr,
-  next_run_at, last_run_at, dst_policy, timezone, missed_policy, paused, created_at, updated_at`;
+  next_run_at, last_run_at, dst_policy, timezone, missed_policy, paused, created_at, updated_at,
+  job_options->>'ordering_key' AS ordering_key`;
 
 /**
  * Creates or updates a schedule under its key. What a deploy changes (task,
