@@ -93,6 +93,25 @@ try {
          FROM small`,
     );
     const r = rows[0];
+    // What sets the pace: the claims that took small tenants' jobs (one
+    // statement each: its jobs share claimed_by and claimed_at), and the
+    // flood's jobs claimed and finished while the small tenants had work.
+    const { rows: pace } = await client.query(
+      `WITH t0 AS (SELECT min(inserted_at) AS at FROM stampeded_jobs WHERE tenant_id <> 'flood'),
+            small_end AS (SELECT max(claimed_at) AS claimed, max(finished_at) AS finished FROM stampeded_jobs WHERE tenant_id <> 'flood'),
+            claims AS (SELECT claimed_by, claimed_at, count(*) FILTER (WHERE tenant_id <> 'flood') AS small,
+                              count(DISTINCT tenant_id) FILTER (WHERE tenant_id <> 'flood') AS tenants
+                         FROM stampeded_jobs, t0, small_end WHERE claimed_at >= t0.at AND claimed_at <= small_end.claimed
+                        GROUP BY 1, 2)
+       SELECT (SELECT count(*) FROM claims)::int AS claims,
+              (SELECT avg(small) FROM claims WHERE small > 0)::float8 AS small_per_claim,
+              (SELECT avg(small::float8 / tenants) FROM claims WHERE small > 0)::float8 AS per_tenant,
+              (SELECT count(*) FROM stampeded_jobs, t0, small_end WHERE tenant_id = 'flood' AND claimed_at >= t0.at AND claimed_at <= small_end.claimed)::int AS flood_claimed,
+              (SELECT count(*) FROM stampeded_jobs, t0, small_end WHERE tenant_id = 'flood' AND finished_at >= t0.at AND finished_at <= small_end.finished)::int AS flood_finished,
+              (SELECT count(*) FROM stampeded_jobs, t0 WHERE tenant_id = 'flood' AND claimed_at < t0.at AND finished_at >= t0.at)::int AS flood_buffered,
+              (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - inserted_at)) FROM stampeded_jobs WHERE tenant_id <> 'flood')::float8 AS done_p95`,
+    );
+    const p = pace[0];
     if (args.includes('--timeline')) {
       // Per 100 ms from the small tenants' arrival: jobs of each kind started.
       const { rows: timeline } = await client.query(
@@ -122,6 +141,11 @@ try {
     console.log(
       `run ${run}: flood of ${FLOOD} drained in ${r.drain.toFixed(2)} s; small tenants' first job started after ${r.first.toFixed(2)} s, waited p50 ${r.p50.toFixed(2)} s, ` +
         `p95 ${r.p95.toFixed(2)} s (${((100 * r.p95) / r.drain).toFixed(0)}% of the drain), max ${r.max.toFixed(2)} s; ${r.deferrals} deferrals`,
+    );
+    console.log(
+      `  finished p95 ${p.done_p95.toFixed(2)} s (${((100 * p.done_p95) / r.drain).toFixed(0)}%); while the small tenants were claimed: ${p.claims} claims, ` +
+        `${p.small_per_claim.toFixed(1)} small jobs a claim (${p.per_tenant.toFixed(2)} a tenant), ${p.flood_claimed} flood jobs claimed; ` +
+        `${p.flood_buffered} flood jobs claimed before the arrival finished after it; ${p.flood_finished} flood jobs finished while the small ones ran`,
     );
     await Promise.all(
       workers.map(({ child }) => {
