@@ -17,12 +17,19 @@ CREATE OR REPLACE FUNCTION stampeded_claim_fair(
 LANGUAGE sql AS $$
     WITH candidate AS MATERIALIZED (
         SELECT c.id, c.priority, c.scheduled_at
-          FROM unnest(p_tenants) AS t(tenant_id)
+          -- The states as a column of the tenants' rows, not constants: the
+          -- claim index's predicate (state IN ('available','retryable')) is
+          -- then not provable, and only the tenant index can serve the read.
+          -- With the constants, a queue without statistics yet (a burst into
+          -- a new or just-emptied queue, as when a flood arrives) was read
+          -- through the claim index for each tenant: 2 ms a tenant behind
+          -- 2,000 jobs, 0.03 ms through the tenant index.
+          FROM (SELECT u.tenant_id, '{available,retryable}'::text[] AS states FROM unnest(p_tenants) AS u(tenant_id) OFFSET 0) AS t
          CROSS JOIN LATERAL (
                SELECT id, priority, scheduled_at FROM stampeded_jobs k
                 WHERE queue        = p_queue
                   AND tenant_id    = t.tenant_id
-                  AND state        IN ('available','retryable')
+                  AND state        = ANY (t.states)
                   AND scheduled_at <= coalesce(p_now, now())
                   AND attempt      < max_attempts
                   -- Its turn in its key's line (stampeded_claim_batch.sql has why
