@@ -143,6 +143,13 @@ describe('queue control: a fair share of the running slots per tenant', () => {
     );
     // Counts, not times: at the plain claim's order the flood would have drained first.
     expect(rows[0].n).toBeGreaterThan(flood / 2);
+    // From the claims themselves: every small tenant's job was claimed while
+    // most of the flood had not been, whenever this test looked.
+    const { rows: claimedFirst } = await sql.query(
+      `SELECT count(*)::int AS n FROM stampeded_jobs
+        WHERE tenant_id = 'flood' AND claimed_at <= (SELECT max(claimed_at) FROM stampeded_jobs WHERE tenant_id <> 'flood')`,
+    );
+    expect(claimedFirst[0].n).toBeLessThan(flood / 2);
     expect((await sql.query(`SELECT max(attempt)::int AS n FROM stampeded_jobs WHERE state = 'completed'`)).rows[0].n).toBe(1);
   }, 90_000);
 });
