@@ -132,9 +132,12 @@ BEGIN
         UPDATE stampeded_jobs j
            SET state        = 'available',
                scheduled_at = greatest(j.scheduled_at, now())
-          FROM locked l
-         WHERE j.queue = l.queue
-           AND j.id    = l.id
+         -- Through the primary key, one probe a job: a join to the CTE can
+         -- be planned as a hash join over the whole partition (the callers
+         -- run with enable_nestloop off).
+         WHERE j.queue = ANY (ARRAY(SELECT l.queue FROM locked l))
+           AND j.id    = ANY (ARRAY(SELECT l.id FROM locked l))
+           AND j.state = 'pending'
         RETURNING j.queue
     )
     SELECT array_agg(DISTINCT r.queue), count(*)
