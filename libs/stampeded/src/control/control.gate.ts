@@ -160,9 +160,17 @@ export class ControlGate {
     for (const listener of this.wakeListeners) listener(queue);
   }
 
-  /** While tenants compete: which tenants to claim for, and how many each. Undefined: the plain claim. */
-  tenantClaim(): { tenants: string[]; perTenant: number } | undefined {
-    return this.fairness?.claim();
+  /**
+   * While tenants compete: which tenants to claim for, and how many each
+   * (`prefetch`: the jobs the worker holds claimed ahead). Undefined: the plain claim.
+   */
+  tenantClaim(prefetch = 0): { tenants: string[]; perTenant: number } | undefined {
+    return this.fairness?.claim(prefetch);
+  }
+
+  /** While tenants compete, the buffered job of the lowest rank starts first (FairnessGate.startRank). */
+  startRank(job: Job): number {
+    return this.fairness ? this.fairness.startRank(job) : 0;
   }
 
   claimed(jobs: Job[]): void {

@@ -83,7 +83,82 @@ describe('the fair claim', () => {
   });
 });
 
+describe('the fair claim’s size', () => {
+  it('claims each tenant’s part of the slots and the prefetch, and holds up to its share running plus that part', () => {
+    const fleet: Record<string, TenantView> = { flood: view(3, true) };
+    for (let i = 1; i <= 10; i++) fleet[`small-${i}`] = view(0, true);
+    // Concurrency 5 and 20 claimed ahead, among eleven tenants: 3 a claim; a share of 1 running plus 3.
+    const claim = tenantClaim(
+      counts(fleet),
+      new Map([
+        ['small-1', 4],
+        ['small-2', 3],
+        ['flood', 30],
+      ]),
+      fairness(),
+      5,
+      20,
+    )!;
+    expect(claim.perTenant).toBe(3);
+    expect(claim.tenants).not.toContain('small-1');
+    expect(claim.tenants).toContain('small-2');
+    expect(claim.tenants).not.toContain('flood');
+    expect(claim.tenants).toHaveLength(9);
+  });
+});
+
+describe('whether another tenant waits', () => {
+  it('counts another tenant’s jobs buffered in this worker, once the read no longer sees them in the queue', () => {
+    const fleet = { a: view(2, false), b: view(1, false) };
+    // b's jobs were all claimed: the read sees none waiting, but one waits in this worker's buffer.
+    expect(
+      overShare(
+        'a',
+        {
+          ...counts(fleet, { a: 2 }),
+          claimed: new Map([
+            ['a', 2],
+            ['b', 1],
+          ]),
+        },
+        fairness(),
+        4,
+      ),
+    ).toEqual({ running: 2, limit: 2 });
+    expect(
+      overShare(
+        'a',
+        {
+          ...counts(fleet, { a: 2, b: 1 }),
+          claimed: new Map([
+            ['a', 2],
+            ['b', 1],
+          ]),
+        },
+        fairness(),
+        4,
+      ),
+    ).toBeUndefined();
+  });
+});
+
 describe('FairnessGate', () => {
+  it('starts the tenants in turns: the one that started a job here longest ago first', () => {
+    const gate = new FairnessGate(fairness(), 4);
+    gate.apply([
+      { tenant_id: 'a', running: 0, waiting: true },
+      { tenant_id: 'b', running: 0, waiting: true },
+    ]);
+    gate.claimed([job('1', 'a'), job('2', 'b'), job('3', 'a'), job('4', 'b'), job('5', null)]);
+    gate.running(job('1', 'a'));
+    gate.running(job('2', 'b'));
+    expect(gate.startRank(job('3', 'a'))).toBeLessThan(gate.startRank(job('4', 'b')));
+    // A tenant that has not started here yet goes first; jobs without a tenant take their turn as one more.
+    expect(gate.startRank(job('5', null))).toBe(0);
+    gate.running(job('3', 'a'));
+    expect(gate.startRank(job('4', 'b'))).toBeLessThan(gate.startRank(job('9', 'a')));
+  });
+
   it('gives a job back as throttled, with the retry delay and a little spread, when its tenant is at its share', () => {
     const gate = new FairnessGate(fairness({ retryDelayMs: 1000 }), 2);
     gate.apply([

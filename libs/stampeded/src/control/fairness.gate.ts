@@ -23,6 +23,8 @@ export interface TenantCounts {
   fleet: ReadonlyMap<string, TenantView>;
   /** This worker's running jobs per tenant. */
   running: ReadonlyMap<string, number>;
+  /** This worker's claimed and not finished jobs per tenant (running or buffered). */
+  claimed?: ReadonlyMap<string, number>;
 }
 
 /** A tenant over its limit: what it runs, and the limit (a fleet-wide cap, or its share). */
@@ -59,8 +61,12 @@ export function overShare(tenant: string, counts: TenantCounts, fairness: Fairne
     const others = view ? Math.max(0, view.fleetRunning - view.mineAtRead) : 0;
     if (others + mine >= cap) return { running: others + mine, limit: cap };
   }
+  // Another tenant waits: in the queue as last read, or in this worker's
+  // buffer. Once the read sees the queue without the small tenants' jobs
+  // (all claimed), their buffered jobs still wait here for a slot.
   let othersWaiting = false;
   for (const [other, view] of counts.fleet) if (other !== tenant && view.waiting) othersWaiting = true;
+  for (const [other, n] of counts.claimed ?? []) if (other !== tenant && n > (counts.running.get(other) ?? 0)) othersWaiting = true;
   if (!othersWaiting) return undefined;
   const share = tenantShare(tenant, counts, fairness, concurrency);
   return mine >= share ? { running: mine, limit: share } : undefined;
@@ -70,22 +76,31 @@ export function overShare(tenant: string, counts: TenantCounts, fairness: Fairne
  * While tenants compete (more than one with work): the tenants with work and
  * with room in this worker, and the most jobs of any one a claim takes.
  * Undefined otherwise: the plain claim.
+ *
+ * `prefetch` is the jobs the worker holds claimed ahead of its slots: each
+ * tenant's part of them is claimed with its share, so that one claim covers
+ * the time until the next. Claimed one job per tenant per claim (a share of
+ * the slots alone, 1 at concurrency 5 among eleven tenants), tenants that
+ * arrived behind a flood ran at the pace of the claims, with most of their
+ * slots idle between them (bench/RESULTS.md, "Tenant fairness").
  */
 export function tenantClaim(
   counts: TenantCounts,
   claimed: ReadonlyMap<string, number>,
   fairness: FairnessConfig,
   concurrency: number,
+  prefetch = 0,
 ): { tenants: string[]; perTenant: number } | undefined {
   const active = competing(counts.fleet).length;
   if (active < 2) return undefined;
   const tenants: string[] = [];
-  // Up to twice the share claimed: one share running, one waiting in the
-  // buffer, so that a finished job's slot does not wait for a claim.
+  // Up to its share running and its part of the slots and the prefetch
+  // waiting in the buffer, so that a finished job's slot does not wait for a claim.
+  const perTenant = Math.max(1, Math.ceil((concurrency + prefetch) / active));
   for (const [tenant, view] of counts.fleet) {
-    if (view.waiting && (claimed.get(tenant) ?? 0) < 2 * tenantShare(tenant, counts, fairness, concurrency)) tenants.push(tenant);
+    if (view.waiting && (claimed.get(tenant) ?? 0) < tenantShare(tenant, counts, fairness, concurrency) + perTenant) tenants.push(tenant);
   }
-  return { tenants, perTenant: Math.max(1, Math.floor(concurrency / active)) };
+  return { tenants, perTenant };
 }
 
 /**
@@ -100,6 +115,9 @@ export class FairnessGate {
   private readonly runningByTenant = new Map<string, number>();
   private readonly admitted = new Set<string>();
   private readonly claimedIds = new Set<string>();
+  /** Per tenant ('' for jobs without one), when it last started a job here, counted in starts. */
+  private readonly lastStart = new Map<string, number>();
+  private starts = 0;
 
   constructor(
     private readonly fairness: FairnessConfig,
@@ -114,12 +132,23 @@ export class FairnessGate {
   }
 
   private get counts(): TenantCounts {
-    return { fleet: this.fleet, running: this.runningByTenant };
+    return { fleet: this.fleet, running: this.runningByTenant, claimed: this.claimedByTenant };
   }
 
   /** See tenantClaim(). */
-  claim(): { tenants: string[]; perTenant: number } | undefined {
-    return tenantClaim(this.counts, this.claimedByTenant, this.fairness, this.concurrency);
+  claim(prefetch = 0): { tenants: string[]; perTenant: number } | undefined {
+    return tenantClaim(this.counts, this.claimedByTenant, this.fairness, this.concurrency, prefetch);
+  }
+
+  /**
+   * Which buffered job to start first while tenants compete: the lowest
+   * rank, that of the tenant that started a job here longest ago (a tenant's
+   * own jobs keep their claim order). In claim order instead, a flood claimed
+   * ahead sits first in the buffer and takes every slot it frees, a share of
+   * the slots rather than an equal turn among the tenants.
+   */
+  startRank(job: Job): number {
+    return this.lastStart.get(job.tenantId ?? '') ?? 0;
   }
 
   claimed(jobs: Job[]): void {
@@ -145,6 +174,7 @@ export class FairnessGate {
 
   /** The job starts: it counts against its tenant's share until it settles. */
   running(job: Job): void {
+    this.lastStart.set(job.tenantId ?? '', ++this.starts);
     if (job.tenantId === null) return;
     this.admitted.add(job.id);
     this.runningByTenant.set(job.tenantId, (this.runningByTenant.get(job.tenantId) ?? 0) + 1);
@@ -154,6 +184,8 @@ export class FairnessGate {
   settled(job: Job): void {
     if (job.tenantId === null) return;
     if (this.claimedIds.delete(job.id)) decrement(this.claimedByTenant, job.tenantId);
+    // A tenant with nothing left here starts first when it comes back, as one that started longest ago.
+    if (!this.claimedByTenant.has(job.tenantId)) this.lastStart.delete(job.tenantId);
     if (this.admitted.delete(job.id)) decrement(this.runningByTenant, job.tenantId);
   }
 }

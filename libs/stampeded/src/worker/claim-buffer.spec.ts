@@ -45,6 +45,20 @@ describe('ClaimBuffer', () => {
     expect(ids(buffer)).toEqual(['3']);
   });
 
+  it('takes the startable job of the lowest rank, the first of those in buffer order', () => {
+    const buffer = new ClaimBuffer();
+    buffer.add('q', [job('1', 'q', 0), job('2', 'q', 1), job('3', 'q', 2), job('4', 'q', 3)]);
+    const rank: Record<string, number> = { '1': 5, '2': 2, '3': 2, '4': 0 };
+    expect(
+      buffer.takeFirst(
+        (j) => j.id !== '4',
+        (j) => rank[j.id],
+      )?.id,
+    ).toBe('2');
+    expect(buffer.takeFirst(undefined, (j) => rank[j.id])?.id).toBe('4');
+    expect(ids(buffer)).toEqual(['1', '3']);
+  });
+
   it('takes a job by id, and everything at once', () => {
     const buffer = new ClaimBuffer();
     buffer.add('q', [job('1', 'q', 0), job('2', 'q', 1)]);

@@ -39,9 +39,22 @@ export class ClaimBuffer {
     for (let k = 0; k < places.length; k++) this.jobs[places[k]] = queued[k];
   }
 
-  /** The first job, in buffer order, that `startable` accepts, taken out; undefined when none is. */
-  takeFirst(startable?: (job: Job) => boolean): Job | undefined {
-    const index = startable ? this.jobs.findIndex(startable) : 0;
+  /**
+   * The first job, in buffer order, that `startable` accepts, taken out;
+   * undefined when none is. With `rank`, the accepted job of the lowest
+   * rank, the first of those in buffer order.
+   */
+  takeFirst(startable?: (job: Job) => boolean, rank?: (job: Job) => number): Job | undefined {
+    let index = startable ? this.jobs.findIndex(startable) : 0;
+    if (index >= 0 && rank) {
+      let best = rank(this.jobs[index]);
+      for (let i = index + 1; i < this.jobs.length && best > 0; i++) {
+        const job = this.jobs[i];
+        if (startable && !startable(job)) continue;
+        const r = rank(job);
+        if (r < best) [index, best] = [i, r];
+      }
+    }
     return index < 0 ? undefined : this.jobs.splice(index, 1)[0];
   }
 

@@ -71,6 +71,8 @@ export class JobProducer {
   /** The latest claim time (database clock, ms) of any job a claim handed us. */
   private lastClaimAt = 0;
   private readonly emptyQueues = new Set<string>();
+  /** Queues whose last claim brought nothing (claimMore()). */
+  private readonly dryQueues = new Set<string>();
   /** Where each queue's next claim starts (NOTES.md, "The claim cursor"). */
   private readonly cursors = new Map<string, ClaimCursor>();
   /** When this process last warned of a queue's slow claims (reportSlowClaims()). */
@@ -201,7 +203,7 @@ export class JobProducer {
    * arrival would wait for the flood's buffer to drain one share at a time.
    */
   private startableBuffered(): number {
-    if (!this.startable || !this.config.control?.tenantClaim()) return this.buffer.length;
+    if (!this.startable || !this.config.control?.tenantClaim(this.prefetch())) return this.buffer.length;
     return this.buffer.count(this.startable);
   }
 
@@ -304,8 +306,15 @@ export class JobProducer {
 
   /** Claims up to `limit` jobs of one queue into the buffer and starts what fits. */
   private async claimInto(queue: string, limit: number): Promise<void> {
+    const fair = this.config.control?.limited(queue) ? undefined : this.config.control?.tenantClaim(this.prefetch());
     const jobs = await this.claim(queue, limit);
-    if (jobs.length < limit) this.emptyQueues.add(queue);
+    // A fair claim takes at most perTenant jobs of each tenant it names: one
+    // that took that many left no tenant short, and the queue is claimed
+    // again while tenants have room here, not at the next wake.
+    const most = fair ? Math.min(limit, fair.tenants.length * fair.perTenant) : limit;
+    if (jobs.length === 0 || jobs.length < most) this.emptyQueues.add(queue);
+    if (jobs.length === 0) this.dryQueues.add(queue);
+    else this.dryQueues.delete(queue);
     if (this.stopping) {
       // Claimed while shutdown began: give them straight back.
       await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
@@ -383,7 +392,7 @@ export class JobProducer {
     // Before the statement is sent: the deadline errs early, never late.
     const sentAt = Date.now();
     // While tenants compete: a few jobs of each tenant with room here.
-    const fair = this.config.control?.tenantClaim();
+    const fair = this.config.control?.tenantClaim(this.prefetch());
     // A capped or rate-limited queue is claimed by the limited claim.
     const limited = this.config.control?.limited(queue) === true;
     // A claim on the database's clock may start from where the last ones
@@ -476,16 +485,36 @@ export class JobProducer {
   }
 
   private startBuffered(): void {
+    // While tenants compete, each in its turn (ControlGate.startRank); otherwise in claim order.
+    const control = this.config.control;
+    const rank = control?.tenantClaim(this.prefetch()) ? (job: Job) => control.startRank(job) : undefined;
     while (this.runner.runningCount < this.config.concurrency && this.buffer.length && !this.stopping) {
-      const job = this.buffer.takeFirst(this.startable);
+      const job = this.buffer.takeFirst(this.startable, rank);
       if (!job) break;
       void this.runner.execute(job, this.claimedLocally.get(job));
     }
     // Below half the buffer, claim more before the last buffered job starts:
     // at once, or in another pass of the claim loop under way.
     if (this.stopping || this.startableBuffered() > this.prefetch() / 2) return;
-    if (this.fetching) this.wakeRequested = true;
+    // While tenants compete, the claim for the buffer's next jobs goes to
+    // the queues known to have work; the ones found empty wait for a
+    // notification or the poll. Probing every empty queue first, a round
+    // trip each, kept a worker's slots idle between its fair claims
+    // (bench/RESULTS.md, "Tenant fairness").
+    if (rank) this.claimMore();
+    else if (this.fetching) this.wakeRequested = true;
     else this.wake();
+  }
+
+  /** Claims again from the queues whose last claim brought jobs. */
+  private claimMore(): void {
+    if (this.stopping || !this.started) return;
+    for (const queue of this.emptyQueues) if (!this.dryQueues.has(queue)) this.emptyQueues.delete(queue);
+    if (this.fetching) {
+      this.wakeRequested = true;
+      return;
+    }
+    this.fetching = this.fetchLoop().finally(() => (this.fetching = undefined));
   }
 }
 
