@@ -510,11 +510,7 @@ export class JobProducer {
   private claimMore(): void {
     if (this.stopping || !this.started) return;
     for (const queue of this.emptyQueues) if (!this.dryQueues.has(queue)) this.emptyQueues.delete(queue);
-    if (this.fetching) {
-      this.wakeRequested = true;
-      return;
-    }
-    this.fetching = this.fetchLoop().finally(() => (this.fetching = undefined));
+    this.fetch();
   }
 }
 
