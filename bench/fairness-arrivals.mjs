@@ -17,12 +17,8 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { migrate } from '@stampeded/nestjs';
+import { args, option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const FLOOD = Number(option('flood', 2000));
 const RUNS = Number(option('runs', 3));
 const REFRESH = option('refresh');

@@ -15,12 +15,8 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { migrate } from '@stampeded/nestjs';
+import { option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const JOBS = Number(option('jobs', 1_000_000));
 const MIGRATION = readFileSync(new URL('../libs/stampeded/src/sql/migrations/0008_backoff_base.sql', import.meta.url), 'utf8');
 

@@ -12,12 +12,8 @@
 //   node bench/narrow-row.mjs --jobs 20000 --fillfactor 70
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
+import { option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const JOBS = Number(option('jobs', 50_000));
 const BATCH = Number(option('batch', 500));
 const FILLFACTORS = option('fillfactor', '85,50').split(',').map(Number);

@@ -20,12 +20,7 @@ import 'reflect-metadata';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
+import { args, option } from './args.mjs';
 
 if (args[0] === '--worker') {
   // A worker process: a Nest app context with one no-op task on queue 'bench'.

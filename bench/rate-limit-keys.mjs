@@ -21,12 +21,8 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { migrate } from '@stampeded/nestjs';
+import { option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const KEYS = Number(option('keys', 10_000));
 const JOBS = Number(option('jobs', 2000));
 const CLAIMS = Number(option('claims', 20));

@@ -36,13 +36,8 @@ import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { startPostgresMajor } from '../test/support/postgres-major.mjs';
 import { drawChart } from './chart.mjs';
+import { flag, option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const flag = (name) => args.includes(`--${name}`);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const quick = flag('quick');
 /** --pg 16: a PostgreSQL of that major (14 to 18) from its binaries package, started alike for every major, instead of startPostgres(). */
 const PG_MAJOR = option('pg', undefined);

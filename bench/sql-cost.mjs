@@ -26,12 +26,8 @@ import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { startPostgresMajor } from '../test/support/postgres-major.mjs';
 import { migrate } from '@stampeded/nestjs';
 import { COMPLETE_MANY_NOTIFY, eventsChannel } from '@stampeded/nestjs/internal';
+import { args, option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const JOBS = Number(option('jobs', 50_000));
 const BATCH = Number(option('batch', 500));
 const REMOVE = args.includes('--remove');

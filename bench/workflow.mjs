@@ -14,12 +14,8 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { StampededModule, QueueService, Task, migrate } from '@stampeded/nestjs';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
+import { option } from './args.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const N = Number(option('jobs', 10_000));
 const CONCURRENCY = Number(option('concurrency', 50));
 
