@@ -53,6 +53,8 @@ const BLOAT_ROWS = Number(option('bloat-rows', quick ? 100_000 : 1_000_000));
 /** The snapshot scenario: a steady SNAPSHOT_RATE jobs a second for this long, a snapshot held open throughout. */
 const SNAPSHOT_SECONDS = Number(option('snapshot-seconds', quick ? 20 : 90));
 const SNAPSHOT_RATE = Number(option('snapshot-rate', 4000));
+/** --snapshot-hold off: the same steady run with no snapshot held, the baseline its latencies are read against. */
+const SNAPSHOT_HOLD = option('snapshot-hold', 'on') !== 'off';
 /** A system still working after this long is stopped and measured on what it finished. */
 const MAX_SECONDS = Number(option('max-seconds', quick ? 20 : 40));
 const now = () => performance.timeOrigin + performance.now();
@@ -482,13 +484,15 @@ async function snapshotRun(system, { seconds, rate }) {
     const checker = await openChecker(system, db.url, ['bench']);
     worker.send('start');
     await sleep(1500); // idle, listening
-    holder = await sqlClient(db.url);
-    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-    await holder.query('SELECT count(*) FROM pg_class');
-    const {
-      rows: [{ xmin }],
-    } = await meter.client.query('SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1', [holder.processID]);
-    if (xmin === null) throw new Error('the snapshot holder has no xmin: no snapshot held');
+    if (SNAPSHOT_HOLD) {
+      holder = await sqlClient(db.url);
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT count(*) FROM pg_class');
+      const {
+        rows: [{ xmin }],
+      } = await meter.client.query('SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1', [holder.processID]);
+      if (xmin === null) throw new Error('the snapshot holder has no xmin: no snapshot held');
+    }
     const before = await meter.walStats();
     const dbCpuStart = postgresCpuMs();
     producer.send('start');
@@ -500,9 +504,11 @@ async function snapshotRun(system, { seconds, rate }) {
     const ended = now();
     const dbCpuMs = dbCpuStart === null ? null : postgresCpuMs() - dbCpuStart;
     const endLsn = await meter.lsn();
-    await holder.query('COMMIT');
-    await holder.end();
-    holder = undefined;
+    if (holder) {
+      await holder.query('COMMIT');
+      await holder.end();
+      holder = undefined;
+    }
     const completedRows = await checker.completed();
     await checker.close();
     worker.send('stop');
@@ -606,7 +612,7 @@ if (SCENARIOS.includes('snapshot')) {
   const tooSlow = { 'pg-boss': true, bullmq: true };
   add(
     'snapshot',
-    `latency with a snapshot held open, ${SNAPSHOT_RATE} jobs/s for ${SNAPSHOT_SECONDS} s, c10, 1p`,
+    `latency ${SNAPSHOT_HOLD ? 'with a snapshot held open' : 'with no snapshot held (the baseline)'}, ${SNAPSHOT_RATE} jobs/s for ${SNAPSHOT_SECONDS} s, c10, 1p`,
     'ms',
     'lower',
     (s) => (tooSlow[s] && SNAPSHOT_RATE >= 1000 ? null : snapshotRun(s, { seconds: SNAPSHOT_SECONDS, rate: SNAPSHOT_RATE })),

@@ -16,7 +16,10 @@
 // completes with the statement that also notifies the fleet of the outcomes
 // (events: 'fleet', while a process listens), a connection LISTENing to
 // them; --plans prints the plans; --pg 16 runs on PostgreSQL 16 (14 to 18); --setup "SQL" runs SQL before the load
-// (an experiment); STAMPEDED_SQL_COST_PID=1 prints the backend's pid, to
+// (an experiment); --plain runs without pg_stat_statements, whose tracking
+// of every nested statement adds a fixed cost to each call (the backend's
+// CPU as a real install spends it, for small batches; no per-statement
+// table then); STAMPEDED_SQL_COST_PID=1 prints the backend's pid, to
 // attach a profiler to it. PostgreSQL: DATABASE_URL when set (it needs pg_stat_statements
 // in shared_preload_libraries), otherwise one started for the run.
 import { randomUUID } from 'node:crypto';
@@ -35,7 +38,8 @@ const RESULTS = args.includes('--results');
 const EVENTS = args.includes('--events');
 const FINISHED = Number(option('finished', 0));
 
-const STATEMENTS = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' };
+const PLAIN = args.includes('--plain');
+const STATEMENTS = PLAIN ? {} : { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' };
 // --pg 16: that major (14 to 18) from its binaries package, the same initdb and settings for each, to compare versions.
 const server = option('pg') ? await startPostgresMajor(Number(option('pg')), { settings: STATEMENTS }) : await startPostgres({ settings: STATEMENTS });
 const db = await createTestDatabase(server.url, 'sql_cost');
@@ -46,7 +50,7 @@ let listener;
 
 try {
   await migrate(db.url);
-  await q(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
+  if (!PLAIN) await q(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
   await q(`SELECT stampeded_create_queue('bench')`);
   // Experiments: --setup "ALTER TABLE stampeded_jobs_bench SET (fillfactor = 50)" runs SQL before the load.
   if (option('setup')) await q(option('setup'));
@@ -68,7 +72,7 @@ try {
   }
   await q('VACUUM ANALYZE');
   await q('CHECKPOINT');
-  await q('SELECT pg_stat_statements_reset()');
+  if (!PLAIN) await q('SELECT pg_stat_statements_reset()');
   const worker = randomUUID();
   // What a fleet with events: 'fleet' has: a connection that hears them.
   let heard = 0;
@@ -170,16 +174,18 @@ try {
   console.log(
     `  WAL ${(wal / JOBS).toFixed(0)} bytes a job; counters exact: ${exact}${exact ? '' : ` (${JSON.stringify(counts)} vs ${JSON.stringify(actual)})`}`,
   );
-  const stats = (
-    await q(`
+  const stats = PLAIN
+    ? []
+    : (
+        await q(`
     SELECT regexp_replace(left(query, 90), '\\s+', ' ', 'g') AS query, calls, total_exec_time AS ms, wal_bytes, wal_records, wal_fpi,
            shared_blks_hit + shared_blks_read AS blks, shared_blks_dirtied AS dirtied, toplevel
       FROM pg_stat_statements
      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
        AND calls >= 10
      ORDER BY total_exec_time DESC LIMIT 12`)
-  ).rows;
-  console.log('  per job:        us    WAL B  records   FPI   buffers dirtied  statement');
+      ).rows;
+  if (!PLAIN) console.log('  per job:        us    WAL B  records   FPI   buffers dirtied  statement');
   for (const s of stats) {
     console.log(
       `  ${s.toplevel ? 'top   ' : 'nested'} ${((s.ms * 1000) / JOBS).toFixed(1).padStart(9)} ${per(Number(s.wal_bytes)).padStart(8)} ${per(Number(s.wal_records)).padStart(8)} ${per(Number(s.wal_fpi)).padStart(5)} ${per(Number(s.blks)).padStart(9)} ${per(Number(s.dirtied)).padStart(7)}  ${s.query}`,
