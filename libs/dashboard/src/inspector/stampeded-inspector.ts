@@ -275,14 +275,9 @@ export class StampededInspector {
     return this.act(CANCEL_JOB, id, queue, []);
   }
 
-  /** A waiting job is finished as discarded without running again. */
-  async discard(id: string, queue?: string, by = 'an operator'): Promise<ActionResult | null> {
-    const result = await this.act(DISCARD_JOB, id, queue, [`discarded by ${by}`]);
-    if (result) return result;
-    // Not waiting: say what state it is in rather than "not found".
-    const job = await this.job(id, queue);
-    if (!job) return null;
-    return { id, queue: job.queue as string, previousState: job.state as string, state: job.state as string, changed: false };
+  /** A waiting job is finished as discarded without running again; another is left as it is, and says its state. */
+  discard(id: string, queue?: string, by = 'an operator'): Promise<ActionResult | null> {
+    return this.act(DISCARD_JOB, id, queue, [`discarded by ${by}`]);
   }
 
   async errors(options: { queue?: string; limit?: number } = {}): Promise<Record<string, unknown>[]> {

@@ -202,42 +202,8 @@ export const RETRY_JOB = sql('dashboard_retry_job', `SELECT was, now_state, queu
 
 export const CANCEL_JOB = sql('dashboard_cancel_job', `SELECT was, now_state, queue FROM stampeded_cancel($1::uuid, $2::text)`);
 
-/**
- * An operator's discard: a waiting job is finished as failed without running
- * again. Only waiting jobs: a running one is cancelled instead, which fences
- * its worker. No dead-letter copy: the operator chose to drop it. The state
- * it was in is read under the row's lock ahead of the UPDATE (RETURNING OLD is
- * PostgreSQL 18's). A discarded workflow or keyed job releases what waits for
- * it (stampeded_release_waiting), as every outcome does.
- */
-export const DISCARD_JOB = sql(
-  'dashboard_discard_job',
-  `WITH old AS MATERIALIZED (
-       SELECT queue, id, state FROM stampeded_jobs
-        WHERE id = $1::uuid AND ($2::text IS NULL OR queue = $2)
-          AND state IN ('available', 'retryable')
-          FOR UPDATE
-   ),
-   done AS (
-       UPDATE stampeded_jobs j
-          SET state        = 'discarded',
-              failure_kind = 'unrecoverable',
-              last_error   = left($3::text, 4000),
-              finished_at  = now(),
-              dedup_scope  = NULL
-         FROM old
-        WHERE j.queue = old.queue AND j.id = old.id
-          AND j.state IN ('available', 'retryable')
-       RETURNING old.state AS was, j.state AS now_state, j.queue, j.id, j.workflow_id, j.ordering_key
-   ),
-   released AS (
-       SELECT stampeded_release_waiting('discarded', array_agg(d.queue), array_agg(d.id), array_agg(d.workflow_id), array_agg(d.ordering_key)) AS n
-         FROM done d
-        WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
-       HAVING count(*) > 0
-   )
-   SELECT d.was, d.now_state, d.queue FROM done d WHERE (SELECT count(*) FROM released) >= 0`,
-);
+/** An operator's discard of a waiting job (functions/stampeded_discard.sql); $3 is the error it records. */
+export const DISCARD_JOB = sql('dashboard_discard_job', `SELECT was, now_state, queue FROM stampeded_discard($1::uuid, $2::text, $3::text)`);
 
 /**
  * Errors grouped by fingerprint (the schema's normalised hash of the message),
@@ -338,31 +304,8 @@ export const BULK_CANCEL = sql(
   `SELECT b.id::text AS id, r.was, r.now_state FROM (${BULK_BATCH}) b CROSS JOIN LATERAL stampeded_cancel(b.id, b.queue) r`,
 );
 
-/** One batch of a bulk discard: waiting jobs only, as DISCARD_JOB, the state before read as it does, and what waits on them released; $8 is the error it records. */
+/** One batch of a bulk discard, through the same function a single discard uses; $8 is the error it records. */
 export const BULK_DISCARD = sql(
   'dashboard_bulk_discard',
-  `WITH old AS MATERIALIZED (
-       SELECT o.queue, o.id, o.state
-         FROM stampeded_jobs o JOIN (${BULK_BATCH}) b ON o.id = b.id AND o.queue = b.queue
-        WHERE o.state IN ('available', 'retryable')
-          FOR UPDATE OF o
-   ),
-   done AS (
-       UPDATE stampeded_jobs j
-          SET state        = 'discarded',
-              failure_kind = 'unrecoverable',
-              last_error   = left($8::text, 4000),
-              finished_at  = now(),
-              dedup_scope  = NULL
-         FROM old
-        WHERE j.id = old.id AND j.queue = old.queue AND j.state IN ('available', 'retryable')
-       RETURNING j.id, j.queue, old.state AS was, j.state AS now_state, j.workflow_id, j.ordering_key
-   ),
-   released AS (
-       SELECT stampeded_release_waiting('discarded', array_agg(d.queue), array_agg(d.id), array_agg(d.workflow_id), array_agg(d.ordering_key)) AS n
-         FROM done d
-        WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
-       HAVING count(*) > 0
-   )
-   SELECT d.id::text AS id, d.was, d.now_state FROM done d WHERE (SELECT count(*) FROM released) >= 0`,
+  `SELECT b.id::text AS id, r.was, r.now_state FROM (${BULK_BATCH}) b CROSS JOIN LATERAL stampeded_discard(b.id, b.queue, $8::text) r`,
 );

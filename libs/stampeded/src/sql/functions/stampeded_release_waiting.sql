@@ -1,7 +1,7 @@
 -- What waits on jobs that finished, or that moved back in their key's line:
 -- the one home of that decision, called by every function that ends a job
 -- (stampeded_complete_many, stampeded_complete, stampeded_fail,
--- stampeded_cancel, stampeded_reap, the workflow cancel) and by the move of
+-- stampeded_cancel, stampeded_discard, stampeded_reap, the workflow cancel) and by the move of
 -- a retry that gives up its place, in the outcome's statement and
 -- transaction, only when one of the jobs has a workflow or a key: a plain
 -- job never gets here.
