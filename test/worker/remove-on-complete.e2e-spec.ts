@@ -193,7 +193,9 @@ describe('removal on completion', () => {
       expect(fromHead.tasks).toEqual(['overdue', 'p0', 'p5']);
       // Both priorities from the cursor on, the better one first; the overdue job is left to the next full claim.
       expect(fromCursor.tasks).toEqual(['p0', 'p5']);
-      expect(fromCursor.buffers * 5).toBeLessThan(fromHead.buffers);
+      // PostgreSQL 18 skips from priority to priority in the claim index; 14 to 17 read less than from the head, not as little.
+      const version = Number((await sql.query('SHOW server_version_num')).rows[0].server_version_num);
+      expect(fromCursor.buffers * (version >= 180000 ? 5 : 2)).toBeLessThan(fromHead.buffers);
     } finally {
       await holder.query('ROLLBACK').catch(() => undefined);
       await holder.end();
