@@ -27,6 +27,12 @@ LANGUAGE sql AS $$
     WITH doomed AS MATERIALIZED (
         SELECT f.queue, f.id FROM stampeded_jobs f
          WHERE f.finished_at IS NOT NULL
+           -- Where the walk along the finished_at index stops: no job
+           -- finished after the nearer of the two cutoffs is due. The CASE
+           -- below is no index condition, and without this bound every call
+           -- that found fewer than p_limit jobs read every retained row to
+           -- the newest (bench/RESULTS.md, "Maintenance scans").
+           AND f.finished_at < now() - least(p_older_than, p_failed_older_than)
            AND CASE f.state
                  WHEN 'completed' THEN f.finished_at < now() - p_older_than
                  WHEN 'discarded' THEN f.finished_at < now() - p_failed_older_than
