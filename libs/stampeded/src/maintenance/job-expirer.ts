@@ -12,6 +12,8 @@ import type { MaintenanceTask } from './maintenance-task.js';
  */
 export class JobExpirer implements MaintenanceTask {
   readonly name = 'expirer' as const;
+  /** Its scan reads every running job: spaced by its cost (nextRunDelayMs()). */
+  readonly spacedByCost = true;
   private readonly logger = new Logger('Stampeded');
 
   constructor(

@@ -11,6 +11,8 @@ import type { MaintenanceTask } from './maintenance-task.js';
  */
 export class JobReaper implements MaintenanceTask {
   readonly name = 'reaper' as const;
+  /** Its scan reads every running job: spaced by its cost (nextRunDelayMs()). */
+  readonly spacedByCost = true;
   private readonly logger = new Logger('Stampeded');
 
   constructor(

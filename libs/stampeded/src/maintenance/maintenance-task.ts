@@ -7,5 +7,7 @@ import type { MaintenanceTaskName } from '../interfaces/maintenance.interface.js
 export interface MaintenanceTask {
   readonly name: MaintenanceTaskName;
   readonly intervalMs: number;
+  /** Waits ten times its last run's duration when that is longer than its interval (nextRunDelayMs()). */
+  readonly spacedByCost?: boolean;
   runOnce(): Promise<Record<string, unknown>>;
 }

@@ -37,6 +37,8 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
   private election?: LeaderElection | LeaderLease;
   private readonly timers = new Map<MaintenanceTaskName, NodeJS.Timeout>();
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Tasks running less often than their interval because their last runs were slow (nextRunDelayMs()). */
+  private readonly spacedOut = new Set<MaintenanceTaskName>();
   private latestHealth?: MaintenanceHealth;
 
   constructor(
@@ -103,10 +105,29 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
   private schedule(task: MaintenanceTask, delayMs: number): void {
     const timer = setTimeout(async () => {
       if (!this.isLeader) return;
+      const started = Date.now();
       await this.run(task.name).catch(() => {});
-      if (this.isLeader && this.timers.get(task.name) === timer) this.schedule(task, task.intervalMs);
+      if (this.isLeader && this.timers.get(task.name) === timer) this.schedule(task, this.spaced(task, Date.now() - started));
     }, delayMs).unref();
     this.timers.set(task.name, timer);
+  }
+
+  /** The delay before a task's next run, saying when a slow run starts or stops spacing it out. */
+  private spaced(task: MaintenanceTask, lastRunMs: number): number {
+    const delayMs = nextRunDelayMs(task, lastRunMs);
+    const wasSpaced = this.spacedOut.has(task.name);
+    if (delayMs > task.intervalMs && !wasSpaced) {
+      this.spacedOut.add(task.name);
+      this.logger.warn(
+        `maintenance ${task.name} took ${(lastRunMs / 1000).toFixed(1)} s: it runs every ${Math.round(delayMs / 1000)} s ` +
+          `instead of every ${Math.round(task.intervalMs / 1000)} s while it is this slow. A session holding a snapshot open ` +
+          `(a long transaction, one idle in transaction) makes its scan of the running jobs read again every job claimed since.`,
+      );
+    } else if (delayMs === task.intervalMs && wasSpaced) {
+      this.spacedOut.delete(task.name);
+      this.logger.log(`maintenance ${task.name} is fast again (${lastRunMs} ms): back to every ${Math.round(task.intervalMs / 1000)} s`);
+    }
+    return delayMs;
   }
 
   /**
@@ -155,6 +176,23 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
     await Promise.allSettled([...this.inFlight]);
     this.subject.complete();
   }
+}
+
+/** How many times its last run's duration a task spaced by its cost waits. */
+const COST_SPACING = 10;
+
+/**
+ * When a task runs next, from how long its last run took. Most wait their
+ * interval. The expirer and the reaper read every running job through the
+ * claimed index, and while a session holds a snapshot open each job claimed
+ * since leaves a dead entry there that every run walks again: at 4,000 jobs
+ * a second, 0.03 s a run as the snapshot was taken, 5.7 s each ten minutes
+ * later, every 30 s (bench/RESULTS.md, "Maintenance scans"). Waiting ten
+ * times their last run, they keep to a tenth of a backend however long the
+ * snapshot lasts, and what they would find waits that much longer.
+ */
+export function nextRunDelayMs(task: MaintenanceTask, lastRunMs: number): number {
+  return task.spacedByCost ? Math.max(task.intervalMs, Math.round(lastRunMs * COST_SPACING)) : task.intervalMs;
 }
 
 /** What a new leader runs at once: what recovers jobs and steers workers. */
