@@ -37,7 +37,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
   private election?: LeaderElection | LeaderLease;
   private readonly timers = new Map<MaintenanceTaskName, NodeJS.Timeout>();
   private readonly inFlight = new Set<Promise<unknown>>();
-  /** Tasks running less often than their interval because their last runs were slow (nextRunDelayMs()). */
+  /** Tasks whose slow runs spaced them out to twice their interval or more, and that have not been fast since. */
   private readonly spacedOut = new Set<MaintenanceTaskName>();
   private latestHealth?: MaintenanceHealth;
 
@@ -112,20 +112,23 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
     this.timers.set(task.name, timer);
   }
 
-  /** The delay before a task's next run, saying when a slow run starts or stops spacing it out. */
+  /**
+   * The delay before a task's next run. The leader warns when a slow run
+   * spaces a task out to twice its interval or more, and says when its runs
+   * are fast again; not for every run near the threshold.
+   */
   private spaced(task: MaintenanceTask, lastRunMs: number): number {
     const delayMs = nextRunDelayMs(task, lastRunMs);
-    const wasSpaced = this.spacedOut.has(task.name);
-    if (delayMs > task.intervalMs && !wasSpaced) {
+    const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
+    if (delayMs >= 2 * task.intervalMs && !this.spacedOut.has(task.name)) {
       this.spacedOut.add(task.name);
       this.logger.warn(
-        `maintenance ${task.name} took ${(lastRunMs / 1000).toFixed(1)} s: it runs every ${Math.round(delayMs / 1000)} s ` +
-          `instead of every ${Math.round(task.intervalMs / 1000)} s while it is this slow. A session holding a snapshot open ` +
+        `maintenance ${task.name} took ${(lastRunMs / 1000).toFixed(1)} s: it runs every ${seconds(delayMs)} ` +
+          `instead of every ${seconds(task.intervalMs)} while it is this slow. A session holding a snapshot open ` +
           `(a long transaction, one idle in transaction) makes its scan of the running jobs read again every job claimed since.`,
       );
-    } else if (delayMs === task.intervalMs && wasSpaced) {
-      this.spacedOut.delete(task.name);
-      this.logger.log(`maintenance ${task.name} is fast again (${lastRunMs} ms): back to every ${Math.round(task.intervalMs / 1000)} s`);
+    } else if (delayMs === task.intervalMs && this.spacedOut.delete(task.name)) {
+      this.logger.log(`maintenance ${task.name} is fast again (${lastRunMs} ms): back to every ${seconds(task.intervalMs)}`);
     }
     return delayMs;
   }
