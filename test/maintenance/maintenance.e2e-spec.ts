@@ -13,6 +13,7 @@ import {
 } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
 import { applyMigrations } from '@stampeded/nestjs/internal';
+import { nestedPlans } from '../support/plans.js';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 
 @Task('live', { queue: 'live' })
@@ -310,23 +311,14 @@ describe('maintenance', () => {
     // What earlier tests deleted leaves no dead index entries in the range the prune reads.
     await sql.query('VACUUM ANALYZE stampeded_jobs');
     // The plan inside the function, as auto_explain prints it.
-    const plans: string[] = [];
-    const onNotice = (n: { message?: string }) => n.message && plans.push(n.message);
-    sql.on('notice', onNotice);
-    try {
-      await sql.query(`LOAD 'auto_explain'`);
-      await sql.query(`SET auto_explain.log_min_duration = 0`);
-      await sql.query(`SET auto_explain.log_nested_statements = on`);
-      await sql.query(`SET auto_explain.log_analyze = on`);
-      await sql.query(`SET auto_explain.log_buffers = on`);
-      await sql.query(`SET auto_explain.log_format = json`);
-      await sql.query(`SET auto_explain.log_level = notice`);
-      const [{ deleted }] = (await sql.query(`SELECT stampeded_prune(interval '1 hour', 10000, interval '7 days') AS deleted`)).rows;
-      expect(deleted).toBe(0);
-    } finally {
-      await sql.query(`SET auto_explain.log_min_duration = -1`);
-      sql.off('notice', onNotice);
-    }
+    const plans = await nestedPlans(
+      sql,
+      async () => {
+        const [{ deleted }] = (await sql.query(`SELECT stampeded_prune(interval '1 hour', 10000, interval '7 days') AS deleted`)).rows;
+        expect(deleted).toBe(0);
+      },
+      { analyze: true, json: true },
+    );
     const prune = plans.map((p) => JSON.parse(p.slice(p.indexOf('{')))).find((p) => String(p['Query Text']).includes('doomed'));
     expect(prune).toBeDefined();
     const pages = prune.Plan['Shared Hit Blocks'] + prune.Plan['Shared Read Blocks'];

@@ -2,6 +2,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { jobSql } from '../support/job-sql.js';
+import { nestedPlans } from '../support/plans.js';
 import { bootApp, migratedDatabase, sqlClient, waitFor } from '../support/test-app.js';
 
 // Batched claims and completions are where the throughput comes from
@@ -132,23 +133,12 @@ describe('batched outcomes', () => {
     await sql.query(`SELECT stampeded_create_queue('planned')`);
     await insert('planned', 20_000);
     await sql.query(`ANALYZE stampeded_jobs_planned`);
-    const plans: string[] = [];
-    const onNotice = (n: { message?: string }) => n.message && plans.push(n.message);
-    sql.on('notice', onNotice);
-    try {
-      await sql.query(`LOAD 'auto_explain'`);
-      await sql.query(`SET auto_explain.log_min_duration = 0`);
-      await sql.query(`SET auto_explain.log_nested_statements = on`);
-      await sql.query(`SET auto_explain.log_level = notice`);
-      await sql.query(`SET auto_explain.log_parameter_max_length = 0`);
+    const plans = await nestedPlans(sql, async () => {
       const a = await worker();
       const jobs = await claim('planned', a, 500);
       expect(jobs).toHaveLength(500);
       expect(await completeMany(a, jobs)).toHaveLength(500);
-    } finally {
-      await sql.query(`SET auto_explain.log_min_duration = -1`);
-      sql.off('notice', onNotice);
-    }
+    });
     // The plan of the claim's UPDATE, not of the advisory lock before it (stampeded_claim_batch's): both show the whole body as their text.
     const claimPlan = plans.find((p) => p.includes("state        = 'executing'") && p.includes('Update on'));
     const completionPlan = plans.find((p) => p.includes("state       = 'completed'"));
