@@ -124,8 +124,8 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
       this.spacedOut.add(task.name);
       this.logger.warn(
         `maintenance ${task.name} took ${(lastRunMs / 1000).toFixed(1)} s: it runs every ${seconds(delayMs)} ` +
-          `instead of every ${seconds(task.intervalMs)} while it is this slow. A session holding a snapshot open ` +
-          `(a long transaction, one idle in transaction) makes its scan of the running jobs read again every job claimed since.`,
+          `instead of every ${seconds(task.intervalMs)} while it is this slow. Most often a session holding a snapshot open ` +
+          `(a long transaction, one idle in transaction) is why: its scan of the running jobs reads again every job claimed since.`,
       );
     } else if (delayMs === task.intervalMs && this.spacedOut.delete(task.name)) {
       this.logger.log(`maintenance ${task.name} is fast again (${lastRunMs} ms): back to every ${seconds(task.intervalMs)}`);
