@@ -87,6 +87,31 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
     expect((await control.breakers())[0]).toMatchObject({ state: 'closed', failures: 0 });
   });
 
+  it('a breaker closed by another process: the jobs it made due run at once, not deferred again by a worker that has not re-read it', async () => {
+    // A refresh interval longer than the test: this worker learns of the close only from the jobs.
+    const app = await bootApp(db.url, {
+      via: 'connection',
+      providers: [PartnerCall],
+      stampeded: { worker: { pollIntervalMs: 100 }, maintenance: { enabled: false }, control: { refreshInterval: 60_000 } },
+    });
+    apps.push(app);
+    const queue = app.get(QueueService);
+    partnerThrottles = 1;
+    const first = await queue.enqueue('partner-call', { n: 1 }, { destination: 'partner' });
+    await waitFor(async () => (await job(first.id)).failure_kind === 'breaker_open', 'the 429 to defer the job');
+    const second = await queue.enqueue('partner-call', { n: 2 }, { destination: 'partner' });
+    await waitFor(async () => (await job(second.id)).failure_kind === 'breaker_open', 'the second job to be deferred');
+    expect(partnerCalls).toEqual(['1']);
+
+    // What QueueControlService.closeBreaker() runs, from another process.
+    expect((await sql.query(`SELECT stampeded_breaker_reset('partner') AS closed`)).rows[0].closed).toBe(true);
+    await waitFor(async () => (await job(first.id)).state === 'completed' && (await job(second.id)).state === 'completed', 'both jobs to run', 10_000);
+    expect(partnerCalls.sort()).toEqual(['1', '1', '2']);
+    // Each was deferred once, by the breaker that was open; none again after the close.
+    expect((await job(first.id)).deferrals).toBe(1);
+    expect((await job(second.id)).deferrals).toBe(1);
+  });
+
   it('a worker keeps the breaker it just tripped over a refresh that read the breakers before the trip', async () => {
     const app = await bootApp(db.url, {
       via: 'connection',

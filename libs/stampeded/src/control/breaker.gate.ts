@@ -120,14 +120,22 @@ export class BreakerGate {
   /**
    * Undefined to run the job; otherwise the deferral (breaker_open).
    * Synchronous unless a breaker's cooldown has ended and the probe must be
-   * asked for.
+   * asked for, or a job the breaker deferred is due while it reads open.
    */
   admit(job: Job): FailureRecord | Promise<FailureRecord | undefined> | undefined {
     if (job.destination === null) return undefined;
     const view = this.views.get(job.destination);
     const admission = breakerAdmission(view, Date.now());
     if (admission.action === 'run') return undefined;
-    if (admission.action === 'defer') return this.defer(job.destination, admission.waitMs, view!.reason);
+    if (admission.action === 'defer') {
+      // A job a breaker deferred is due before the cooldown this view knows
+      // ends: most often an operator closed the breaker, which makes its
+      // jobs due at once (stampeded_breaker_reset), and this view was read
+      // before. Deferred again from memory, the job would wait out a
+      // cooldown that no longer applies; the database says what holds.
+      if (job.failureKind === 'breaker_open') return this.askForProbe(job);
+      return this.defer(job.destination, admission.waitMs, view!.reason);
+    }
     return this.askForProbe(job);
   }
 

@@ -186,8 +186,8 @@ export class ControlGate {
 
   /**
    * Undefined to run the job; otherwise why not, as a failure that refunds
-   * the attempt (throttled, breaker_open). Synchronous unless a breaker's
-   * cooldown has ended and the probe must be asked for.
+   * the attempt (throttled, breaker_open). Synchronous unless the breaker
+   * must be asked (BreakerGate.admit).
    */
   admit(job: Job): FailureRecord | Promise<FailureRecord | undefined> | undefined {
     const throttled = this.fairness?.refusal(job);
