@@ -135,7 +135,11 @@ describeInBrowser(
       await page.screenshot({ path: `${SCREENSHOTS}/job-failed.png`, fullPage: true });
 
       upstream.healthy = true;
-      await Promise.all([page.waitForURL(`**/stampeded/jobs/${id}?queue=work`), page.click('button:text-is("Retry")')]);
+      // The retry posts and is sent back to this same URL: waiting for the URL
+      // returns at once, and a reload then races the post's navigation. The
+      // next load event is the page it was sent back to.
+      await Promise.all([page.waitForEvent('load'), page.click('button:text-is("Retry")')]);
+      expect(page.url()).toBe(`${base}/stampeded/jobs/${id}?queue=work`);
       await waitFor(async () => {
         await page.reload();
         return (await page.textContent('tr:has(th:text-is("state")) td'))?.trim() === 'completed';
