@@ -15,7 +15,7 @@ import { KeyLineSweeper } from './key-line-sweeper.js';
 import { JobPruner } from './job-pruner.js';
 import { PartitionRepairer } from './partition-repairer.js';
 import { Reindexer } from './reindexer.js';
-import { takeHealthSnapshot } from './health-reporter.js';
+import { takeHealthSnapshot, vacuumBehind } from './health-reporter.js';
 import { QueuePlanner } from '../control/queue-planner.js';
 import { resolveControlConfig } from '../control/control.config.js';
 
@@ -57,11 +57,12 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
         intervalMs: this.config.healthIntervalMs,
         runOnce: async () => {
           const health = await this.health();
+          const behind = vacuumBehind(this.latestHealth, health);
           this.latestHealth = health;
-          if (health.needsVacuum.length || health.sparseIndexes.length || health.brokenPartitions.length) {
+          if (behind.length || health.sparseIndexes.length || health.brokenPartitions.length) {
             this.logger.warn(
-              `health: needs vacuum [${health.needsVacuum.join(', ')}], sparse indexes [${health.sparseIndexes.join(', ')}], ` +
-                `partitions missing triggers [${health.brokenPartitions.join(', ')}]`,
+              `health: not vacuumed since the last check though they need it [${behind.join(', ')}], ` +
+                `sparse indexes [${health.sparseIndexes.join(', ')}], partitions missing triggers [${health.brokenPartitions.join(', ')}]`,
             );
           }
           return { needsVacuum: health.needsVacuum, sparseIndexes: health.sparseIndexes, brokenPartitions: health.brokenPartitions };
