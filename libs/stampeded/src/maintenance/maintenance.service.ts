@@ -65,7 +65,12 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
                 `sparse indexes [${health.sparseIndexes.join(', ')}], partitions missing triggers [${health.brokenPartitions.join(', ')}]`,
             );
           }
-          return { needsVacuum: health.needsVacuum, sparseIndexes: health.sparseIndexes, brokenPartitions: health.brokenPartitions };
+          return {
+            needsVacuum: health.needsVacuum,
+            vacuumBehind: behind,
+            sparseIndexes: health.sparseIndexes,
+            brokenPartitions: health.brokenPartitions,
+          };
         },
       },
       ...(this.config.reindex ? [new Reindexer(db, this.config)] : []),
