@@ -15,10 +15,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     j stampeded_jobs%ROWTYPE;
 BEGIN
-    SELECT * INTO j FROM stampeded_jobs
-     WHERE id = p_id AND (p_queue IS NULL OR stampeded_jobs.queue = p_queue)
-     FOR UPDATE;
-    IF NOT FOUND THEN
+    j := stampeded_lock_job(p_id, p_queue);
+    IF j.id IS NULL THEN
         RETURN;
     END IF;
     IF j.state IN ('completed', 'discarded', 'cancelled') THEN
