@@ -193,7 +193,7 @@ describe('on this PostgreSQL version', () => {
     expect(await states()).toEqual(['completed', 'completed', 'available']);
     // A head left waiting with nothing ahead of it: the sweep releases it.
     await sql.query(`UPDATE stampeded_jobs SET state = 'pending' WHERE id = $1`, [line[2].id]);
-    expect(await app.get(MaintenanceService).run('key-lines')).toMatchObject({ released: 1 });
+    expect(await app.get(MaintenanceService).run('ordering')).toMatchObject({ released: 1 });
     expect(await states()).toEqual(['completed', 'completed', 'available']);
     await expectCountersExact();
   });

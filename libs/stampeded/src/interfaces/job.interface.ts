@@ -35,7 +35,7 @@ export interface Job<Args extends object = Record<string, unknown>, Result = unk
   state: JobState;
   priority: number;
   destination: string | null;
-  /** The line of jobs it runs in, one at a time (the orderingKey enqueue option), or null. */
+  /** The ordering key it runs under, one at a time (the orderingKey enqueue option), or null. */
   orderingKey: string | null;
   scheduledAt: Date;
   expireSeconds: number;

@@ -22,7 +22,7 @@ export interface MaintenanceOptions {
    * ahead of it (an enqueue that raced the outcome of the job ahead; see
    * docs/ordering.md). Default 5 s: the longest such a job waits.
    */
-  keyLineSweepIntervalMs?: Duration;
+  orderingSweepIntervalMs?: Duration;
   /** How often the leader prunes finished jobs. Default 60 s. */
   pruneIntervalMs?: Duration;
   /** How long completed jobs are kept. Default '1h'. */
@@ -84,7 +84,7 @@ export interface MaintenanceHealth {
   brokenPartitions: string[];
 }
 
-export type MaintenanceTaskName = 'reaper' | 'expirer' | 'key-lines' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner';
+export type MaintenanceTaskName = 'reaper' | 'expirer' | 'ordering' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner';
 
 /** What the maintenance service raises: tests and dashboards wait on these rather than on time. */
 export type MaintenanceEvent =

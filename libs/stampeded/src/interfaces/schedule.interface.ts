@@ -33,7 +33,7 @@ export interface TaskScheduleOptions {
   /** Priority of the jobs it enqueues. Default: the task's, else 0. */
   priority?: number;
   tenantId?: string;
-  /** The line its jobs run in (docs/ordering.md): one at a time, in firing order, with the other jobs of the key. */
+  /** The ordering key its jobs run under (docs/ordering.md): one at a time, in firing order, with the other jobs of the key. */
   orderingKey?: string;
 }
 

@@ -54,9 +54,9 @@ export interface TaskOptions extends JobOptions {
   /**
    * How this task's jobs keep their key's order (the orderingKey enqueue
    * option). `retryKeepsPlace` (default true): a job that fails and will be
-   * retried stays at the head of its key's line, and the next job of the key
+   * retried stays at the front of its key's order, and the next job of the key
    * waits for it through its backoff. `false`: its retry goes to the back of
-   * the line, behind every job of its key enqueued before it failed, and the
+   * its key's order, behind every job of its key enqueued before it failed, and the
    * next job runs at once. Either way the key's jobs run one at a time. A
    * retry after a crash (the reaper, an expiry) keeps its place.
    */
@@ -76,7 +76,7 @@ export interface JobContext {
   readonly maxAttempts: number;
   readonly tenantId: string | null;
   readonly destination: string | null;
-  /** The line the job runs in, one at a time with the other jobs of its key (the orderingKey enqueue option), or null. */
+  /** The ordering key the job runs under, one at a time with the other jobs of its key (the orderingKey enqueue option), or null. */
   readonly orderingKey: string | null;
   /** The job's whole meta object; this runtime's own context is under `nestjs`. */
   readonly meta: Readonly<Record<string, unknown>>;

@@ -6,7 +6,7 @@ const task = (name: MaintenanceTask['name'], intervalMs: number, spacedByCost = 
 
 describe('firstRunDelayMs', () => {
   it('runs what recovers jobs and steers workers at once', () => {
-    for (const name of ['reaper', 'expirer', 'key-lines', 'planner'] as const) expect(firstRunDelayMs(task(name, 30_000), () => 1)).toBe(0);
+    for (const name of ['reaper', 'expirer', 'ordering', 'planner'] as const) expect(firstRunDelayMs(task(name, 30_000), () => 1)).toBe(0);
   });
 
   it('spreads the rest over the second half of their interval, a minute at most', () => {

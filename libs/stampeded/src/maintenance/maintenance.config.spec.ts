@@ -85,7 +85,7 @@ describe('resolveMaintenanceConfig', () => {
   it('refuses unknown options, listing the allowed ones', () => {
     expect(refusal(() => resolveMaintenanceConfig({ reapDeadAfterMs: 1000, pruneEvery: '1m' } as never))).toBe(
       'StampededModule.forRoot(): maintenance: unknown options "reapDeadAfterMs", "pruneEvery". Allowed: enabled, leaderCheckIntervalMs, ' +
-        'reapIntervalMs, reapDeadAfter, expireIntervalMs, expireBatchSize, keyLineSweepIntervalMs, pruneIntervalMs, completedRetention, failedRetention, ' +
+        'reapIntervalMs, reapDeadAfter, expireIntervalMs, expireBatchSize, orderingSweepIntervalMs, pruneIntervalMs, completedRetention, failedRetention, ' +
         'occurrenceRetention, pruneBatchSize, pruneMaxDurationMs, partitionCheckIntervalMs, healthIntervalMs, reindex.',
     );
   });

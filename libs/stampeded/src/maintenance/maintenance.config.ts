@@ -10,7 +10,7 @@ export interface MaintenanceConfig {
   reapDeadAfterMs: number;
   expireIntervalMs: number;
   expireBatchSize: number;
-  keyLineSweepIntervalMs: number;
+  orderingSweepIntervalMs: number;
   pruneIntervalMs: number;
   completedRetentionMs: number;
   failedRetentionMs: number;
@@ -45,7 +45,7 @@ export const MAINTENANCE_DEFAULTS: MaintenanceConfig = {
   // The longest a keyed job can wait with nothing ahead of it, left so by an
   // enqueue that raced the outcome of the job ahead: rare, and cheap to look
   // for (one index descent per waiting key), so looked for often.
-  keyLineSweepIntervalMs: 5 * SECOND,
+  orderingSweepIntervalMs: 5 * SECOND,
   pruneIntervalMs: MINUTE,
   completedRetentionMs: HOUR,
   failedRetentionMs: 7 * DAY,
@@ -67,7 +67,7 @@ const OPTION_NAMES = [
   'reapDeadAfter',
   'expireIntervalMs',
   'expireBatchSize',
-  'keyLineSweepIntervalMs',
+  'orderingSweepIntervalMs',
   'pruneIntervalMs',
   'completedRetention',
   'failedRetention',
@@ -129,7 +129,7 @@ export function resolveMaintenanceConfig(options: MaintenanceOptions | undefined
     reapDeadAfterMs: ms('reapDeadAfter', d.reapDeadAfterMs),
     expireIntervalMs: ms('expireIntervalMs', d.expireIntervalMs),
     expireBatchSize: count('expireBatchSize', o.expireBatchSize, d.expireBatchSize),
-    keyLineSweepIntervalMs: ms('keyLineSweepIntervalMs', d.keyLineSweepIntervalMs),
+    orderingSweepIntervalMs: ms('orderingSweepIntervalMs', d.orderingSweepIntervalMs),
     pruneIntervalMs: ms('pruneIntervalMs', d.pruneIntervalMs),
     completedRetentionMs: ms('completedRetention', d.completedRetentionMs),
     failedRetentionMs: ms('failedRetention', d.failedRetentionMs),

@@ -11,7 +11,7 @@ import { LeaderLease } from './leader-lease.js';
 import type { MaintenanceTask } from './maintenance-task.js';
 import { JobReaper } from './job-reaper.js';
 import { JobExpirer } from './job-expirer.js';
-import { KeyLineSweeper } from './key-line-sweeper.js';
+import { OrderingSweeper } from './ordering-sweeper.js';
 import { JobPruner } from './job-pruner.js';
 import { PartitionRepairer } from './partition-repairer.js';
 import { Reindexer } from './reindexer.js';
@@ -49,7 +49,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
     this.tasks = [
       new JobReaper(db, this.config),
       new JobExpirer(db, this.config),
-      new KeyLineSweeper(db, this.config),
+      new OrderingSweeper(db, this.config),
       new JobPruner(db, this.config),
       new PartitionRepairer(db, this.config),
       {
@@ -205,7 +205,7 @@ export function nextRunDelayMs(task: MaintenanceTask, lastRunMs: number): number
 }
 
 /** What a new leader runs at once: what recovers jobs and steers workers. */
-const AT_ELECTION: ReadonlySet<MaintenanceTaskName> = new Set(['reaper', 'expirer', 'key-lines', 'planner']);
+const AT_ELECTION: ReadonlySet<MaintenanceTaskName> = new Set(['reaper', 'expirer', 'ordering', 'planner']);
 /** The latest a new leader's first prune, repair or health report waits. */
 const FIRST_RUN_SPREAD_MAX_MS = 60_000;
 

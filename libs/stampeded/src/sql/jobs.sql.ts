@@ -68,7 +68,7 @@ export const PLAIN_COLUMNS = `id, queue, task, args, meta, tenant_id, priority, 
  * key's live entries, where the active line starts with its finished jobs'.
  * An enqueue that reads the key just before the job ahead finishes, and
  * commits after that job's release looked, leaves its job waiting with
- * nothing ahead: the leader's sweep releases it (KeyLineSweeper).
+ * nothing ahead: the leader's sweep releases it (OrderingSweeper).
  */
 const KEYED_STATE = (r: string, earlier: string) => `
        CASE WHEN ${r}.ordering_key IS NULL THEN 'available'

@@ -72,7 +72,7 @@ export const DELETE_DEAD_WORKERS = sql(
 export const EXPIRE = sql('maintenance_expire', `SELECT out_id::text AS id, out_queue AS queue, out_worker::text AS worker_id FROM stampeded_expire($1)`);
 
 /**
- * The key-line sweep (KeyLineSweeper): of the keys with a job waiting for its
+ * The ordering sweep (OrderingSweeper): of the keys with a job waiting for its
  * turn (migration 14), read through the waiting index one key a descent, $3
  * at most after ($1, $2) (NULLs: from the first), those whose first waiting
  * job has no active job ahead of it, released by stampeded_release_waiting,
@@ -80,8 +80,8 @@ export const EXPIRE = sql('maintenance_expire', `SELECT out_id::text AS id, out_
  * how many jobs it released, and the last key read, where the next batch
  * starts.
  */
-export const SWEEP_KEY_LINES = sql(
-  'maintenance_sweep_key_lines',
+export const SWEEP_ORDERING = sql(
+  'maintenance_sweep_ordering',
   `
 WITH RECURSIVE keys AS (
     (SELECT w.queue, w.ordering_key, 1 AS n

@@ -40,7 +40,7 @@
 -- failing one, whose work is then run again.) The one
 -- interleaving no lock here can order is an enqueue that read the key
 -- before the job ahead finished and commits its job 'pending' after the
--- release looked: the leader's sweep (maintenance, KeyLineSweeper) releases
+-- release looked: the leader's sweep (maintenance, OrderingSweeper) releases
 -- such a head.
 --
 -- Released jobs keep their runAt, run at once when it has passed (a late

@@ -7,7 +7,7 @@ import { ORDERING_TO_BACK } from '@stampeded/nestjs/internal';
 import { bootApp, sqlClient, testDatabase, waitFor } from '../support/test-app.js';
 import type { TestDatabase } from '@stampeded/testing';
 
-// Per-key ordering's waiting line (migration 14): a keyed job behind an
+// Per-key ordering's waiting jobs (migration 14): a keyed job behind an
 // unfinished job of its key waits in 'pending', outside the claim index,
 // and the outcome of the job ahead releases it. Each outcome path is driven
 // here by its SQL function, on rows set up in the state it meets, and the
@@ -19,7 +19,7 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
   let queue: QueueService;
   const worker = '00000000-0000-4000-8000-00000000a001';
   let seq = 0;
-  /** Ids in increasing order, as the enqueue draws them: a job's place in its line is its id. */
+  /** Ids in increasing order, as the enqueue draws them: a job's place in its key's order is its id. */
   const nextId = () => `0190d000-0000-7000-8000-${(++seq).toString(16).padStart(12, '0')}`;
 
   beforeAll(async () => {
@@ -36,7 +36,7 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
   });
 
   type Setup = 'executing' | 'available' | 'retryable' | 'pending';
-  /** A key's line as rows in the given states, in line order; an executing job is held by `worker` at attempt 1 of maxAttempts. */
+  /** A key's line as rows in the given states, in their key's order; an executing job is held by `worker` at attempt 1 of maxAttempts. */
   const line = async (key: string, states: Setup[], maxAttempts = 3): Promise<string[]> => {
     const ids = states.map(() => nextId());
     for (const [i, state] of states.entries()) {
@@ -120,7 +120,7 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
     await fail(ids[0]);
     expect(await statesOf(ids)).toEqual(['discarded', 'available', 'pending']);
 
-    // A retry that keeps its place holds the line...
+    // A retry that keeps its place holds its key's order...
     ids = await line('by-retry', ['executing', 'pending', 'pending'], 3);
     await fail(ids[0]);
     expect(await statesOf(ids)).toEqual(['retryable', 'pending', 'pending']);
@@ -222,7 +222,7 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
     );
     expect(limited.rows).toEqual([]);
     expect(await statesOf([waiting, behind])).toEqual(['pending', 'available']);
-    // A line no outcome will release: out of the sweep's way below.
+    // A key no outcome will release: out of the sweep's way below.
     await sql.query(`DELETE FROM stampeded_jobs WHERE queue = 'behind'`);
   });
 
@@ -243,7 +243,7 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
     expect(await statesOf([jobs.first, jobs.then])).toEqual(['completed', 'available']);
   });
 
-  it('the sweep releases a job an enqueue left waiting while the job ahead finished, and leaves a waiting line alone', async () => {
+  it('the sweep releases a job an enqueue left waiting while the job ahead finished, and leaves a key with waiting jobs alone', async () => {
     const [ahead] = await line('raced', ['executing']);
     const held = await line('held-line', ['executing', 'pending']);
     const dataSource = app.get(DataSource);
@@ -256,11 +256,11 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
     });
     expect(await statesOf([ahead, raced])).toEqual(['completed', 'pending']);
 
-    const result = await app.get(MaintenanceService).run('key-lines');
+    const result = await app.get(MaintenanceService).run('ordering');
     expect(result).toMatchObject({ released: 1 });
     expect(await statesOf([ahead, raced])).toEqual(['completed', 'available']);
     expect(await statesOf(held)).toEqual(['executing', 'pending']);
     // Nothing left to release: a second sweep changes nothing.
-    expect(await app.get(MaintenanceService).run('key-lines')).toMatchObject({ released: 0 });
+    expect(await app.get(MaintenanceService).run('ordering')).toMatchObject({ released: 0 });
   });
 });
