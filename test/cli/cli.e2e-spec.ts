@@ -192,7 +192,7 @@ describe('stampeded CLI', () => {
     it('status shows jobs per queue and state from the counters', async () => {
       const human = await cli(url, ['status']);
       expect(human.code).toBe(0);
-      expect(human.stdout).toMatch(/^mail\s+7\s+0\s+0\s+0\s+0\s+0\s+0\s+steady/m);
+      expect(human.stdout).toMatch(/^mail\s+0\s+7\s+0\s+0\s+0\s+0\s+0\s+0\s+steady/m);
       const json = (await cli(url, ['status', '--json'])).json();
       const billing = json.queues.find((q: any) => q.queue === 'billing');
       expect(billing.counts).toMatchObject({ discarded: 3, available: 0 });

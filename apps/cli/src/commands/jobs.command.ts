@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { JOB_STATES } from '@stampeded/nestjs/internal';
 import { JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { CliError, EXIT } from '../connection/cli-errors.js';
 import { cell, emit, fields, positiveInt, table } from '../output/output.js';
@@ -11,7 +12,7 @@ export function registerJobs(program: Command): void {
     .command('list')
     .description('jobs newest first within each queue, a page at a time (keyset pagination: fast at any depth)')
     .option('--queue <queue>', 'only this queue')
-    .option('--state <state>', 'only this state: available, claimed, executing, retryable, completed, discarded, cancelled')
+    .option('--state <state>', `only this state: ${JOB_STATES.join(', ')}`)
     .option('--task <task>', 'only this task')
     .option('--tenant <tenant>', 'only this tenant')
     .option('--destination <destination>', 'only this destination')

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { STATES } from '@stampeded/dashboard/inspector';
+import { JOB_STATES } from '@stampeded/nestjs/internal';
 import { emit, table } from '../output/output.js';
 import { withConnection } from './command-context.js';
 
@@ -31,10 +31,10 @@ export function registerStatus(program: Command): void {
             '',
             queues.length
               ? table(
-                  ['QUEUE', ...STATES.map((s) => s.toUpperCase()), 'VERDICT', 'PAUSED BY', 'HEAD WAIT'],
+                  ['QUEUE', ...JOB_STATES.map((s) => s.toUpperCase()), 'VERDICT', 'PAUSED BY', 'HEAD WAIT'],
                   queues.map((q) => [
                     q.queue,
-                    ...STATES.map((s) => q.counts[s]),
+                    ...JOB_STATES.map((s) => q.counts[s]),
                     q.verdict,
                     q.paused ? String(q.pausedBy) : '-',
                     q.headWaitSecs === null ? '-' : `${q.headWaitSecs.toFixed(1)}s`,

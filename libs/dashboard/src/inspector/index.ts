@@ -1,7 +1,7 @@
 // A second entry point, @stampeded/dashboard/inspector, without Nest: the CLI
 // loads only this, so that a command starts in a fraction of the time that
 // loading the Nest module and its dependencies takes.
-export { StampededInspector, InspectorInputError, STATES, encodeCursor } from './stampeded-inspector.js';
+export { StampededInspector, InspectorInputError, encodeCursor } from './stampeded-inspector.js';
 export { workflowCountsText, workflowTree } from './workflow-tree.js';
 export type { WorkflowTreeLine } from './workflow-tree.js';
 export type {
@@ -13,5 +13,4 @@ export type {
   RedriveOptions,
   RedriveResult,
   PruneOptions,
-  State,
 } from './stampeded-inspector.js';

@@ -4,6 +4,7 @@ import type { CancelWorkflowResult, Workflow, WorkflowSummary } from '@stampeded
 import {
   CANCEL_WORKFLOW,
   DeadLetterRedriver,
+  JOB_STATES,
   GET_WORKFLOW,
   LIST_WORKFLOWS,
   PAUSE_QUEUE,
@@ -13,6 +14,7 @@ import {
   toWorkflow,
   toWorkflowSummary,
   WORKFLOW_JOBS,
+  type JobState,
   type Statement,
 } from '@stampeded/nestjs/internal';
 import {
@@ -53,9 +55,6 @@ export interface InspectorDatabase {
   readonly schema: string;
 }
 
-export const STATES = ['available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'] as const;
-export type State = (typeof STATES)[number];
-
 /** An input the operator got wrong: a 400 in the API, exit code 2 in the CLI. */
 export class InspectorInputError extends Error {
   override name = 'InspectorInputError';
@@ -63,7 +62,7 @@ export class InspectorInputError extends Error {
 
 export interface QueueSummary {
   queue: string;
-  counts: Record<State, number>;
+  counts: Record<JobState, number>;
   verdict: string;
   reason: string | null;
   decidedAt: Date | null;
@@ -115,7 +114,7 @@ export type BulkAction = (typeof BULK_ACTIONS)[number];
  * The states each bulk action applies to. None is a state the action leaves a
  * job in, so a job is acted on once and a batch loop ends.
  */
-const BULK_ELIGIBLE: Record<BulkAction, readonly State[]> = {
+const BULK_ELIGIBLE: Record<BulkAction, readonly JobState[]> = {
   retry: ['discarded', 'cancelled'],
   cancel: ['available', 'retryable', 'claimed', 'executing'],
   discard: ['available', 'retryable'],
@@ -166,7 +165,7 @@ export class StampededInspector {
 
   async queues(): Promise<QueueSummary[]> {
     const [counts, states] = await Promise.all([
-      this.db.query<{ queue: string; state: State; n: string }>(QUEUE_COUNTS),
+      this.db.query<{ queue: string; state: JobState; n: string }>(QUEUE_COUNTS),
       this.db.query<Record<string, any>>(QUEUE_STATE),
     ]);
     const byQueue = new Map<string, QueueSummary>();
@@ -233,8 +232,8 @@ export class StampededInspector {
     } = {},
   ): Promise<JobPage> {
     const limit = Math.min(Math.max(1, Math.floor(filters.limit ?? 50)), MAX_PAGE);
-    if (filters.state !== undefined && !STATES.includes(filters.state as State)) {
-      throw new InspectorInputError(BAD_FILTER('state', filters.state, STATES));
+    if (filters.state !== undefined && !JOB_STATES.includes(filters.state as JobState)) {
+      throw new InspectorInputError(BAD_FILTER('state', filters.state, JOB_STATES));
     }
     const budget = scanBudget(filters.scan);
     const query: JobFilters = {};
@@ -413,7 +412,7 @@ export class StampededInspector {
    */
   async bulk(action: string, filters: BulkFilters, options: { dryRun?: boolean; batchSize?: number; limit?: number; by?: string } = {}): Promise<BulkResult> {
     if (!BULK_ACTIONS.includes(action as BulkAction)) throw new InspectorInputError(BAD_BULK_ACTION(action, BULK_ACTIONS));
-    if (filters.state && !STATES.includes(filters.state as State)) throw new InspectorInputError(BAD_FILTER('state', filters.state, STATES));
+    if (filters.state && !JOB_STATES.includes(filters.state as JobState)) throw new InspectorInputError(BAD_FILTER('state', filters.state, JOB_STATES));
     const eligible = BULK_ELIGIBLE[action as BulkAction].filter((s) => !filters.state || s === filters.state);
     const whole = (name: string, value: number | undefined, fallback: number, max: number) => {
       if (value === undefined) return fallback;
@@ -465,8 +464,8 @@ export class StampededInspector {
   }
 }
 
-export function emptyCounts(): Record<State, number> {
-  return Object.fromEntries(STATES.map((s) => [s, 0])) as Record<State, number>;
+export function emptyCounts(): Record<JobState, number> {
+  return Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
 }
 
 function assertWorkflowId(id: string): void {

@@ -1,4 +1,5 @@
-import type { JobState, WorkflowJobState } from '@stampeded/nestjs';
+import { JOB_STATES, type JobState } from '@stampeded/nestjs/internal';
+import type { WorkflowJobState } from '@stampeded/nestjs';
 
 export interface WorkflowTreeLine {
   /** 0 for a job that nothing in the workflow waits for; each level below is a job the line above waits for. */
@@ -39,19 +40,16 @@ export function workflowTree(jobs: readonly WorkflowJobState[]): WorkflowTreeLin
   return lines;
 }
 
-/** A job's way through its states: the order a workflow's counts are told in. */
-const STATE_ORDER: readonly string[] = ['pending', 'available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'];
-
 /**
  * A workflow's jobs counted by state as one line of text, the way the CLI
- * and the dashboard show it ("pending 3, completed 7"): states in the order a
- * job passes through them, whatever order the counts came in; a state with
- * no job left out.
+ * and the dashboard show it ("pending 3, completed 7"): states in the core's
+ * order (JOB_STATES, the way a job passes through them), whatever order the
+ * counts came in; a state with no job left out.
  */
 export function workflowCountsText(counts: Partial<Record<JobState, number>>): string {
   const rank = (state: string) => {
-    const i = STATE_ORDER.indexOf(state);
-    return i < 0 ? STATE_ORDER.length : i;
+    const i = JOB_STATES.indexOf(state as JobState);
+    return i < 0 ? JOB_STATES.length : i;
   };
   return Object.entries(counts)
     .filter(([, n]) => Number(n) > 0)

@@ -1,5 +1,6 @@
-import { STATES, type JobPage, type QueueSummary, type ThroughputBucket } from '../inspector/stampeded-inspector.js';
+import { JOB_STATES } from '@stampeded/nestjs/internal';
 import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
+import type { JobPage, QueueSummary, ThroughputBucket } from '../inspector/stampeded-inspector.js';
 import { throughputChart } from './chart.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
@@ -37,7 +38,7 @@ const wait = (secs: number | null) => (secs === null ? show(null) : secs > 60 ? 
 export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput: ThroughputBucket[]): string {
   const rows = queues.map((q) => [
     `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue })}`)}">${esc(q.queue)}</a>`,
-    ...STATES.map((s) =>
+    ...JOB_STATES.map((s) =>
       q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>',
     ),
     wait(q.headWaitSecs),
@@ -49,14 +50,14 @@ export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput:
       : actionButton(ctx, `/actions/queues/${encodeURIComponent(q.queue)}/pause`, 'Pause', ctx.base || '/'),
   ]);
   const body = `<h2>Finished per minute, last hour</h2>${throughputChart(throughput)}
-<h2>Queues</h2>${table(['Queue', ...STATES, 'head wait', 'verdict', ''], rows, 'no queues yet')}
+<h2>Queues</h2>${table(['Queue', ...JOB_STATES, 'head wait', 'verdict', ''], rows, 'no queues yet')}
 <p class="dim">Counts come from the trigger-maintained counters. "Head wait" is how long the next job in claim order has been due.</p>`;
   return layout(ctx, '', 'Queues', body);
 }
 
 export function jobsPage(ctx: PageContext, filters: Record<string, string | undefined>, page: JobPage): string {
   const input = (name: string) => `<input name="${name}" placeholder="${name}" value="${esc(filters[name] ?? '')}" size="12">`;
-  const stateSelect = `<select name="state"><option value="">any state</option>${STATES.map(
+  const stateSelect = `<select name="state"><option value="">any state</option>${JOB_STATES.map(
     (s) => `<option${filters.state === s ? ' selected' : ''}>${s}</option>`,
   ).join('')}</select>`;
   // A scan budget given in the address stays with the filters it was given for.
