@@ -111,4 +111,29 @@ describe('job states on every surface', () => {
     const status = await cli(db.url, ['status', '--json']);
     expect(status.json().queues[0].counts).toMatchObject({ pending: 2, available: 2 });
   });
+
+  it('cancel pending jobs, one from its page and every match of a filter, as the core allows', async () => {
+    const page = await (await get(`/jobs/${pending[0]}?queue=ledger`)).text();
+    expect(page).toContain(`action="/stampeded/actions/jobs/${pending[0]}/cancel?queue=ledger"`);
+    expect(page).not.toContain(`/actions/jobs/${pending[0]}/discard`);
+
+    const csrf = await get('/api/csrf');
+    const cookie = csrf.headers.getSetCookie()[0].split(';')[0];
+    const { token } = (await csrf.json()) as { token: string };
+    const bulk = (body: Record<string, unknown>) =>
+      fetch(`${base}/stampeded/api/bulk/cancel`, {
+        method: 'POST',
+        headers: { cookie, 'x-stampeded-csrf': token, 'content-type': 'application/json' },
+        body: JSON.stringify({ queue: 'ledger', state: 'pending', ...body }),
+      }).then((r) => r.json());
+    expect(await bulk({ dryRun: true })).toMatchObject({ matched: 2, changed: 0 });
+    expect(await bulk({})).toMatchObject({ changed: 2, truncated: false });
+    const run = await cli(db.url, ['jobs', 'list', '--state', 'cancelled', '--json']);
+    expect(
+      run
+        .json()
+        .jobs.map((j: { id: string }) => j.id)
+        .sort(),
+    ).toEqual(pending);
+  });
 });

@@ -4,6 +4,7 @@ import type { CancelWorkflowResult, Workflow, WorkflowSummary } from '@stampeded
 import {
   CANCEL_WORKFLOW,
   DeadLetterRedriver,
+  FINISHED_STATES,
   JOB_STATES,
   GET_WORKFLOW,
   LIST_WORKFLOWS,
@@ -111,12 +112,17 @@ export const BULK_ACTIONS = ['retry', 'cancel', 'discard'] as const;
 export type BulkAction = (typeof BULK_ACTIONS)[number];
 
 /**
- * The states each bulk action applies to. None is a state the action leaves a
- * job in, so a job is acted on once and a batch loop ends.
+ * The states in which each action on a job changes it, as the core's
+ * functions decide (stampeded_retry, stampeded_cancel, stampeded_discard):
+ * the job page offers an action only there, and a bulk action acts only on
+ * them. Retry is split in two: a finished job runs again with a fresh
+ * budget, a waiting one runs now. None is a state its action leaves a job
+ * in, so a bulk action acts on a job once and its batch loop ends.
  */
-const BULK_ELIGIBLE: Record<BulkAction, readonly JobState[]> = {
+export const ACTION_STATES: Record<BulkAction | 'run', readonly JobState[]> = {
   retry: ['discarded', 'cancelled'],
-  cancel: ['available', 'retryable', 'claimed', 'executing'],
+  run: ['available', 'retryable'],
+  cancel: JOB_STATES.filter((s) => !FINISHED_STATES.has(s)),
   discard: ['available', 'retryable'],
 };
 
@@ -413,7 +419,7 @@ export class StampededInspector {
   async bulk(action: string, filters: BulkFilters, options: { dryRun?: boolean; batchSize?: number; limit?: number; by?: string } = {}): Promise<BulkResult> {
     if (!BULK_ACTIONS.includes(action as BulkAction)) throw new InspectorInputError(BAD_BULK_ACTION(action, BULK_ACTIONS));
     if (filters.state && !JOB_STATES.includes(filters.state as JobState)) throw new InspectorInputError(BAD_FILTER('state', filters.state, JOB_STATES));
-    const eligible = BULK_ELIGIBLE[action as BulkAction].filter((s) => !filters.state || s === filters.state);
+    const eligible = ACTION_STATES[action as BulkAction].filter((s) => !filters.state || s === filters.state);
     const whole = (name: string, value: number | undefined, fallback: number, max: number) => {
       if (value === undefined) return fallback;
       if (!Number.isInteger(value) || value < 1 || value > max) throw new InspectorInputError(BAD_BULK_NUMBER(name, value, max));

@@ -1,6 +1,6 @@
 import { JOB_STATES } from '@stampeded/nestjs/internal';
 import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
-import type { JobPage, QueueSummary, ThroughputBucket } from '../inspector/stampeded-inspector.js';
+import { ACTION_STATES, type JobPage, type QueueSummary, type ThroughputBucket } from '../inspector/stampeded-inspector.js';
 import { throughputChart } from './chart.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
@@ -129,7 +129,7 @@ const BULK_LABELS: [string, string][] = [
 
 const BULK_APPLIES: Record<string, string> = {
   retry: 'discarded or cancelled',
-  cancel: 'waiting or running',
+  cancel: 'unfinished',
   discard: 'waiting',
 };
 
@@ -154,10 +154,10 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
   const back = `${ctx.base}/jobs/${job.id}${query({ queue: job.queue })}`;
   const action = (name: string, label: string) => actionButton(ctx, `/actions/jobs/${job.id}/${name}${query({ queue: job.queue })}`, label, back);
   const actions = [
-    ['discarded', 'cancelled'].includes(job.state) ? action('retry', 'Retry') : '',
-    ['available', 'retryable'].includes(job.state) ? action('run', 'Run now') : '',
-    ['available', 'retryable', 'claimed', 'executing'].includes(job.state) ? action('cancel', 'Cancel') : '',
-    ['available', 'retryable'].includes(job.state) ? action('discard', 'Discard') : '',
+    ACTION_STATES.retry.includes(job.state) ? action('retry', 'Retry') : '',
+    ACTION_STATES.run.includes(job.state) ? action('run', 'Run now') : '',
+    ACTION_STATES.cancel.includes(job.state) ? action('cancel', 'Cancel') : '',
+    ACTION_STATES.discard.includes(job.state) ? action('discard', 'Discard') : '',
   ].join(' ');
   const facts: [string, string][] = [
     ['queue', `<a href="${esc(`${ctx.base}/jobs${query({ queue: job.queue })}`)}">${esc(job.queue)}</a>`],

@@ -7,11 +7,8 @@ import { FINISHED_OR_GONE, GET_JOB } from '../sql/jobs.sql.js';
 import { toJob } from '../queue/job.mapper.js';
 import { InvalidJobError, JobWaitError } from '../errors/stampeded.errors.js';
 import { JOB_NOT_FOUND, WAITED_JOB_GONE, WAIT_ENDED_BY_SHUTDOWN, WAIT_TIMED_OUT } from '../stampeded.messages.js';
-import type { Job, JobState } from '../interfaces/job.interface.js';
+import { FINISHED_STATES, type Job, type JobState } from '../interfaces/job.interface.js';
 import type { JobEventType } from '../interfaces/job-event.interface.js';
-
-/** The states a job does not leave by itself: a wait ends there. A retryable job is not finished. */
-export const FINISHED_STATES: ReadonlySet<JobState> = new Set<JobState>(['completed', 'discarded', 'cancelled']);
 
 /** The events after which a waited job may be finished: read it then. */
 const FINISHING_EVENTS: ReadonlySet<JobEventType> = new Set<JobEventType>(['completed', 'discarded', 'cancelled']);

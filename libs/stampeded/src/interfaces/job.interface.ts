@@ -5,6 +5,9 @@ export type FailureKind =
 
 export const JOB_STATES: readonly JobState[] = ['pending', 'available', 'claimed', 'executing', 'retryable', 'completed', 'discarded', 'cancelled'];
 
+/** The states a job does not leave by itself: a wait ends there, and a cancel does nothing. A retryable job is not finished. */
+export const FINISHED_STATES: ReadonlySet<JobState> = new Set<JobState>(['completed', 'discarded', 'cancelled']);
+
 export interface JobErrorEntry {
   at: string;
   attempt: number;
