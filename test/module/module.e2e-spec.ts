@@ -105,6 +105,32 @@ describe('StampededModule', () => {
     await mine.destroy();
   });
 
+  it('connects as a DataSource given by options does: host and credentials, the writer of a replicated one', async () => {
+    const url = new URL(db.url);
+    const writer = {
+      host: url.hostname,
+      port: Number(url.port),
+      username: decodeURIComponent(url.username),
+      password: decodeURIComponent(url.password),
+      database: url.pathname.slice(1),
+    };
+    // The reader points nowhere: a pool built from its settings could not enqueue.
+    const replicated = new DataSource({ type: 'postgres', replication: { master: writer, slaves: [{ ...writer, port: 1 }] }, extra: { max: 1 } });
+    @Global()
+    @Module({ providers: [{ provide: getDataSourceToken('replicated'), useValue: replicated }], exports: [getDataSourceToken('replicated')] })
+    class DataModule {}
+    @Module({ imports: [DataModule, StampededModule.forRoot({ dataSource: 'replicated', worker: { enabled: false } })] })
+    class AppModule {}
+    const app = await create(AppModule);
+    const { id } = await app.get(QueueService).enqueue('by-options', {});
+    expect((await sql.query(`SELECT task FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].task).toBe('by-options');
+    await app.close();
+    expect(replicated.isInitialized).toBe(false);
+
+    // migrate() reads the same settings, from a DataSource not yet initialised.
+    expect(await migrate(new DataSource({ type: 'postgres', ...writer }))).toEqual({ migrations: [], functions: [] });
+  });
+
   it('says what to do when there is no DataSource and no connection', async () => {
     @Module({ imports: [StampededModule.forRoot({ worker: { enabled: false } })] })
     class AppModule {}

@@ -2,11 +2,12 @@ import { Logger, type Provider } from '@nestjs/common';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
-import { NO_DATA_SOURCE, NOT_POSTGRES, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED, SEED_NOT_ADOPTED } from '../stampeded.messages.js';
+import { NO_DATA_SOURCE, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED, SEED_NOT_ADOPTED } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { assertSchemaName, assertServerVersion, pendingChanges } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
 import { StampededDatabase, type SessionSupport } from './stampeded-database.js';
+import { connectionSettingsOf } from './data-source-connection.js';
 import { dataSourceDependency } from './typeorm-token.js';
 import type { ConnectionOptions, StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 
@@ -15,12 +16,7 @@ const logger = new Logger('Stampeded');
 function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource | undefined): PoolConfig {
   if (options.connection) return connectionConfig(options.connection);
   if (!dataSource) throw new StampededConfigError(NO_DATA_SOURCE(options.dataSource));
-  if (dataSource.options.type !== 'postgres') throw new StampededConfigError(NOT_POSTGRES(dataSource.options.type));
-  const master = (dataSource.driver as unknown as { master?: { options?: PoolConfig } }).master;
-  if (!master?.options) throw new StampededConfigError(NO_DATA_SOURCE(options.dataSource));
-  // The app's connection settings (host, credentials, ssl, ...), in a pool of our own.
-  const { max: _max, min: _min, ...config } = master.options;
-  return config;
+  return connectionSettingsOf(dataSource);
 }
 
 /** Whether the schema holds the seed's jobs table, as an install that no migration of ours recorded (another runtime's) does. */

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
+import { connectionSettingsOf } from '../../database/data-source-connection.js';
 import { applyMigrations, type AppliedChanges, type MigrationFile } from './migrations.js';
 
 export interface MigrateOptions {
@@ -15,13 +16,8 @@ export type MigrateTarget = string | PoolConfig | DataSource;
 
 export function connectionConfigOf(target: MigrateTarget): PoolConfig {
   if (typeof target === 'string') return { connectionString: target };
-  const driver = (target as DataSource).driver as { master?: { options?: PoolConfig }; options?: { type?: string } } | undefined;
-  if (driver && 'isInitialized' in target) {
-    if (!driver.master?.options) throw new Error('migrate(): initialise the DataSource first (await dataSource.initialize()).');
-    const { max: _max, ...config } = driver.master.options;
-    return config;
-  }
-  return target as PoolConfig;
+  if ('isInitialized' in target) return connectionSettingsOf(target);
+  return target;
 }
 
 /**
