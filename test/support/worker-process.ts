@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 const MAIN = fileURLToPath(new URL('../fixtures/worker-process/main.mjs', import.meta.url));
 
 /** The task sets beside the fixture: test/fixtures/worker-process/<set>.tasks.mjs. */
-export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows';
+export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports';
 
 export interface WorkerProcessConfig {
   url: string;

@@ -9,6 +9,7 @@ export { LeaderLease } from './maintenance/leader-lease.js';
 export { JOB_STATES, FINISHED_STATES } from './interfaces/job.interface.js';
 export type { JobState } from './interfaces/job.interface.js';
 export { toJob } from './queue/job.mapper.js';
+export { taskNameOf } from './decorators/task-metadata.js';
 export { DeadLetterRedriver } from './queue/dead-letter-redriver.js';
 export type { RedriveDatabase } from './queue/dead-letter-redriver.js';
 export { MIGRATION_FILES, LATEST_VERSION, applyMigrations } from './sql/migrations/migrations.js';

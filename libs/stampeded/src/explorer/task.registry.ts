@@ -1,18 +1,11 @@
 import { isAbsolute } from 'node:path';
 import { Injectable, type Type } from '@nestjs/common';
-import {
-  DUPLICATE_TASK,
-  INVALID_OPTION,
-  UNKNOWN_OPTIONS,
-  INVALID_RETRY_POLICY,
-  NOT_A_TASK_CLASS,
-  PROCESS_FILE_REQUIRED,
-  TASK_WITHOUT_HANDLE,
-} from '../stampeded.messages.js';
+import { DUPLICATE_TASK, INVALID_OPTION, UNKNOWN_OPTIONS, INVALID_RETRY_POLICY, PROCESS_FILE_REQUIRED, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { TASK_METADATA } from '../stampeded.constants.js';
-import { describe, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
+import { taskMetadataOf, taskNameOf } from '../decorators/task-metadata.js';
+import { describe, jobOptionsOf, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
 import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
+import type { JobOptions } from '../interfaces/job-options.interface.js';
 import type { RetryPolicy } from '../interfaces/retry-policy.interface.js';
 import { toArgsValidator, type ArgsValidator } from '../queue/args-validator.js';
 
@@ -25,6 +18,17 @@ export interface RegisteredTask {
   retryPolicy?: RetryPolicy;
   /** The task's validate option; undefined: its args are not checked. */
   argsValidator?: ArgsValidator;
+  /** What resolve() answers for it, made once. */
+  resolved?: ResolvedTask;
+}
+
+/** A task as enqueue sees it: see TaskRegistry.resolve(). */
+export interface ResolvedTask {
+  name: string;
+  /** The job options its @Task() declares, over the queue's and the module's defaults; {} for a task this app knows only by name. */
+  defaults: JobOptions;
+  /** Its validate option; undefined: its args are not checked here. */
+  argsValidator?: ArgsValidator;
 }
 
 const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult', 'validate', 'ordering'] as const;
@@ -33,6 +37,8 @@ const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFil
 @Injectable()
 export class TaskRegistry {
   private readonly tasks = new Map<string, RegisteredTask>();
+  /** The @Task classes enqueued here that this app does not provide, resolved once each. */
+  private readonly unprovided = new WeakMap<Type<unknown>, ResolvedTask>();
 
   register(classRef: Type<unknown>, instance: unknown, metadata: TaskMetadata): void {
     const className = classRef.name;
@@ -76,25 +82,30 @@ export class TaskRegistry {
   }
 
   /**
-   * The check of a task's args: a registered task's, or, for a @Task class
-   * this app does not provide (an API process that enqueues for workers
-   * elsewhere), its class's own option. A task known only by name to this
-   * app is not checked here: its workers check it before it runs.
+   * The one answer to "which task is this, and what does it declare?" for
+   * every call that takes a task by name or by class (enqueue, enqueueMany,
+   * workflows and batches, the typed reads, schedules). A name or class this
+   * app handles: its registered task. A @Task class this app does not
+   * provide (an API process that enqueues for workers elsewhere): its
+   * class's own options, checked here as discovery would check them, so
+   * that its jobs land in its queue with its defaults and never silently in
+   * the default queue. A name this app does not handle declares nothing:
+   * its workers elsewhere check its args before it runs.
    */
-  argsValidatorOf(task: string | Type<unknown>): ArgsValidator | undefined {
-    if (typeof task === 'string') return this.tasks.get(task)?.argsValidator;
-    const metadata = Reflect.getMetadata(TASK_METADATA, task) as TaskMetadata | undefined;
-    if (!metadata) throw new StampededConfigError(NOT_A_TASK_CLASS(task.name));
-    const registered = this.tasks.get(metadata.name);
-    if (registered?.classRef === task) return registered.argsValidator;
-    return toArgsValidator(`@Task('${metadata.name}') on ${task.name}`, metadata.validate);
-  }
-
-  /** The task name a @Task class was registered under. */
-  nameOf(classRef: Type<unknown>): string {
-    const metadata = Reflect.getMetadata(TASK_METADATA, classRef) as TaskMetadata | undefined;
-    if (!metadata) throw new StampededConfigError(NOT_A_TASK_CLASS(classRef.name));
-    return metadata.name;
+  resolve(task: string | Type<unknown>): ResolvedTask {
+    const name = taskNameOf(task);
+    const registered = this.tasks.get(name);
+    if (registered) return (registered.resolved ??= { name, defaults: jobOptionsOf(registered.metadata), argsValidator: registered.argsValidator });
+    if (typeof task === 'string') return { name, defaults: {} };
+    let resolved = this.unprovided.get(task);
+    if (!resolved) {
+      const metadata = taskMetadataOf(task);
+      const where = `@Task('${name}') on ${task.name}`;
+      const defaults = validateJobOptions(where, jobOptionsOf(metadata));
+      resolved = { name, defaults, argsValidator: toArgsValidator(where, metadata.validate) };
+      this.unprovided.set(task, resolved);
+    }
+    return resolved;
   }
 }
 

@@ -43,6 +43,13 @@ export const JOB_OPTION_NAMES = [
   'removeOnComplete',
 ] as const;
 
+/** The job options among a task's @Task() options: what its jobs take as defaults. */
+export function jobOptionsOf(options: JobOptions): JobOptions {
+  const picked: Record<string, unknown> = {};
+  for (const name of JOB_OPTION_NAMES) if (options[name] !== undefined) picked[name] = options[name];
+  return picked as JobOptions;
+}
+
 export const ENQUEUE_OPTION_NAMES = [...JOB_OPTION_NAMES, 'runAt', 'delayMs', 'tenantId', 'destination', 'meta', 'dedup', 'orderingKey', 'manager'] as const;
 
 const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];

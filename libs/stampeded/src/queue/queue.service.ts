@@ -6,7 +6,8 @@ import type { JobColumnDefaults } from './job-column-defaults.js';
 import { INVALID_ARGS, INVALID_OPTION, JOB_NOT_FOUND, UNKNOWN_OPTIONS, WORKFLOW_EMPTY, WORKFLOW_NOT_FOUND } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
-import { TaskRegistry } from '../explorer/task.registry.js';
+import { TaskRegistry, type ResolvedTask } from '../explorer/task.registry.js';
+import { taskNameOf } from '../decorators/task-metadata.js';
 import { JobEvents } from '../events/job-events.js';
 import { JobWaiters } from '../events/job-waiters.js';
 import { QueueRegistry } from './queue.registry.js';
@@ -31,7 +32,7 @@ import { eventsChannel } from '../sql/notifications.sql.js';
 import { JOB_TRACER } from '../tracing/tracing.provider.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
 import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interfaces/job.interface.js';
-import type { EnqueueOptions, EnqueueResult, JobOptions } from '../interfaces/job-options.interface.js';
+import type { EnqueueOptions, EnqueueResult } from '../interfaces/job-options.interface.js';
 import type { JobEvent } from '../interfaces/job-event.interface.js';
 import type { ArgsOf, RegisteredTaskName, ResultOf, TaskClass, TaskHandler, TypedTask, UnregisteredTaskName } from '../interfaces/task.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
@@ -137,7 +138,7 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     // Rolled back by warm(): the row enqueue() warms with is never seen.
     let row: JobRow;
     try {
-      row = this.toRow('warm-up', 'stampeded.warm-up', {}, {});
+      row = this.toRow('warm-up', 'stampeded.warm-up', {}, {}).row;
     } catch {
       return; // defaults no job could be enqueued with: the first enqueue() says what is wrong
     }
@@ -169,10 +170,10 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     options?: EnqueueOptions,
   ): Promise<EnqueueResult>;
   async enqueue(task: string | TaskClass, args?: object, options: EnqueueOptions = {}): Promise<EnqueueResult> {
-    const row = this.toRow('enqueue()', task, args, options);
-    const invalid = this.checkArgs('enqueue()', task, row);
+    const job = this.toRow('enqueue()', task, args, options);
+    const invalid = this.checkArgs('enqueue()', job);
     if (invalid) await invalid;
-    const [result] = await this.send([row], false, options.manager);
+    const [result] = await this.send([job.row], false, options.manager);
     return result;
   }
 
@@ -196,10 +197,10 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
       if (job.options && 'manager' in job.options) {
         throw new InvalidJobError(`${where}: pass manager once, as enqueueMany(jobs, { manager }), not per job.`);
       }
-      const row = this.toRow(where, job.task, job.args, job.options ?? {});
-      const invalid = this.checkArgs(where, job.task, row);
+      const resolved = this.toRow(where, job.task, job.args, job.options ?? {});
+      const invalid = this.checkArgs(where, resolved);
       if (invalid) checks.push(invalid);
-      return row;
+      return resolved.row;
     });
     // Every job's check settles before the first refusal is thrown, so that none runs on after the call returns.
     if (checks.length) {
@@ -342,7 +343,7 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     const { name, ...rest } = options ?? {};
     const jobs = flowToWorkflow(where, root);
     const rootJob = jobs[jobs.length - 1];
-    const taskName = typeof rootJob.task === 'function' ? this.tasks.nameOf(rootJob.task) : rootJob.task;
+    const taskName = taskNameOf(rootJob.task);
     return this.insertWorkflow(where, 'workflow', name ?? `${taskName}`, jobs, rest);
   }
 
@@ -436,10 +437,10 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
               : "a workflow job takes no orderingKey: dependsOn orders the workflow, and a waiting job ahead in a key's line would hold the key";
         throw new InvalidJobError(`${at}: ${problem}.`);
       }
-      const row = this.toRow(at, job.task, job.args, job.options ?? {});
-      const invalid = this.checkArgs(at, job.task, row);
+      const resolved = this.toRow(at, job.task, job.args, job.options ?? {});
+      const invalid = this.checkArgs(at, resolved);
       if (invalid) checks.push(invalid);
-      return row;
+      return resolved.row;
     });
     if (checks.length) {
       const refused = (await Promise.allSettled(checks)).find((check) => check.status === 'rejected');
@@ -487,26 +488,14 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     return queue === undefined ? byQueue : (byQueue[queue] ?? emptyCounts());
   }
 
-  private toRow(where: string, task: string | Type<TaskHandler<any>>, args: unknown, options: EnqueueOptions): JobRow {
+  /** The job's row, its task resolved once for its defaults and for the check of its args (checkArgs). */
+  private toRow(where: string, task: string | TaskClass, args: unknown, options: EnqueueOptions): { row: JobRow; task: ResolvedTask } {
     if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object.`);
-    const name = typeof task === 'function' ? this.tasks.nameOf(task) : task;
-    const registered = typeof name === 'string' ? this.tasks.get(name)?.metadata : undefined;
-    const taskDefaults: JobOptions = registered
-      ? {
-          queue: registered.queue,
-          priority: registered.priority,
-          maxAttempts: registered.maxAttempts,
-          expireSeconds: registered.expireSeconds,
-          backoff: registered.backoff,
-          maxInterruptions: registered.maxInterruptions,
-          maxDeferrals: registered.maxDeferrals,
-          deadLetterQueue: registered.deadLetterQueue,
-          removeOnComplete: registered.removeOnComplete,
-        }
-      : {};
-    const queueName = options.queue ?? taskDefaults.queue;
+    const resolved = this.tasks.resolve(task);
+    const queueName = options.queue ?? resolved.defaults.queue;
     const queueDefaults = queueName ? (this.queues.get(queueName)?.defaultJobOptions ?? {}) : {};
-    return buildJobRow(where, name, args, options, [this.options.defaultJobOptions ?? {}, queueDefaults, taskDefaults], this.columnDefaults);
+    const layers = [this.options.defaultJobOptions ?? {}, queueDefaults, resolved.defaults];
+    return { row: buildJobRow(where, resolved.name, args, options, layers, this.columnDefaults), task: resolved };
   }
 
   /** Inserts, in a producer span when tracing is on: one span per enqueue() or enqueueMany() call. */
@@ -579,8 +568,8 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
    * JSON, which is what the worker checks again and the handler receives:
    * a Date is a string by then, and a key whose value is undefined is gone.
    */
-  private checkArgs(where: string, task: string | TaskClass, row: JobRow): Promise<void> | undefined {
-    const validator = this.tasks.argsValidatorOf(task);
+  private checkArgs(where: string, { row, task }: { row: JobRow; task: ResolvedTask }): Promise<void> | undefined {
+    const validator = task.argsValidator;
     if (!validator) return undefined;
     const refuse = (issues: string[]) => {
       if (issues.length) throw new InvalidJobError(INVALID_ARGS(where, row.task, issues));
@@ -598,7 +587,7 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     const options = (byTask ? third : second) ?? {};
     if (options === null || typeof options !== 'object') throw new InvalidJobError(`${where}: options must be an object ${shape}.`);
     if (!byTask) return { id: first as string, options };
-    const task = typeof first === 'function' ? this.tasks.nameOf(first as Type<unknown>) : validateTaskName(where, 'task', first);
+    const task = typeof first === 'function' ? taskNameOf(first as TaskClass) : validateTaskName(where, 'task', first);
     return { task, id: second as string, options };
   }
 

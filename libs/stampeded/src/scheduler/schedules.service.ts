@@ -73,7 +73,7 @@ export class SchedulesService {
     const queue = definition.queue ?? this.taskQueue(definition.task);
     const schedule = validateSchedule({ ...definition, queue }, this.now());
     // Every job it fires has these args (as JSON, as its jobs carry them): refused now, not once per firing.
-    const issues = await this.tasks.argsValidatorOf(schedule.task)?.issues(JSON.parse(schedule.args));
+    const issues = await this.tasks.resolve(schedule.task).argsValidator?.issues(JSON.parse(schedule.args));
     if (issues?.length) throw new InvalidJobError(INVALID_ARGS(`Schedule "${schedule.key}"`, schedule.task, issues));
     const [{ known, server_now }] = await this.db.query<{ known: boolean; server_now: Date }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
     if (!known) {
@@ -145,7 +145,7 @@ export class SchedulesService {
   }
 
   private taskQueue(task: string): string {
-    return this.tasks.get(task)?.metadata.queue ?? this.options.defaultJobOptions?.queue ?? DEFAULT_QUEUE;
+    return this.tasks.resolve(task).defaults.queue ?? this.options.defaultJobOptions?.queue ?? DEFAULT_QUEUE;
   }
 
   /** Stops firing; occurrences that fall due while paused are missed, and handled by the missed policy on resume. */

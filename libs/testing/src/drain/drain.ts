@@ -1,6 +1,6 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import type { Job } from '@stampeded/nestjs';
-import { StampededDatabase, toJob } from '@stampeded/nestjs/internal';
+import type { Job, TaskClass } from '@stampeded/nestjs';
+import { StampededDatabase, taskNameOf, toJob } from '@stampeded/nestjs/internal';
 import { WorkerOrchestrator, type DrainOptions, type DrainResult } from '@stampeded/nestjs/internal-runtime';
 import { ENQUEUED_SAMPLE, MATCHING_JOBS } from '../sql/jobs.sql.js';
 
@@ -15,7 +15,8 @@ export function drain(app: INestApplicationContext, options: DrainOptions = {}):
 }
 
 export interface ExpectEnqueuedOptions {
-  task?: string;
+  /** The task, by name or by its @Task() class. */
+  task?: string | TaskClass;
   queue?: string;
   /** The job's args must contain these (a jsonb @> match). */
   args?: Record<string, unknown>;
@@ -32,12 +33,13 @@ export interface ExpectEnqueuedOptions {
 export async function expectEnqueued(app: INestApplicationContext, options: ExpectEnqueuedOptions): Promise<Job[]> {
   const db = app.get(StampededDatabase, { strict: false });
   const states = options.states ?? ['available', 'retryable'];
-  const rows = await db.query(MATCHING_JOBS, [states, options.task ?? null, options.queue ?? null, options.args ? JSON.stringify(options.args) : null]);
+  const task = options.task === undefined ? undefined : taskNameOf(options.task);
+  const rows = await db.query(MATCHING_JOBS, [states, task ?? null, options.queue ?? null, options.args ? JSON.stringify(options.args) : null]);
   const ok = options.count === undefined ? rows.length > 0 : rows.length === options.count;
   if (!ok) {
     const present = await db.query(ENQUEUED_SAMPLE, [states]);
     throw new Error(
-      `Expected ${options.count ?? 'at least one'} job(s) matching ${JSON.stringify({ ...options, states })}, found ${rows.length}. ` +
+      `Expected ${options.count ?? 'at least one'} job(s) matching ${JSON.stringify({ ...options, task, states })}, found ${rows.length}. ` +
         `Enqueued (${states.join('/')}): ${present.length ? present.map((r) => `${r.queue}/${r.task} ${JSON.stringify(r.args)}`).join('; ') : 'none'}.`,
     );
   }
