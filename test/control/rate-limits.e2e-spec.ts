@@ -103,6 +103,57 @@ describe('queue control: rate limits per queue, task, tenant and destination, fo
     LONG ? 300_000 : 120_000,
   );
 
+  /** The most of `times` (ms) in any window of `ms`: the windows that end at a time are the fullest, so one per time. */
+  function mostInAnyWindowOf(times: number[], ms: number): number {
+    const sorted = [...times].sort((a, b) => a - b);
+    let most = 0;
+    for (let end = 0, first = 0; end < sorted.length; end++) {
+      while (sorted[first] <= sorted[end] - ms) first++;
+      most = Math.max(most, end - first + 1);
+    }
+    return most;
+  }
+
+  it('holds 50 handler starts a second across four worker processes, counted where the handlers start', async () => {
+    const total = 400;
+    const stampeded = {
+      worker: { concurrency: 25 },
+      control: { rateLimits: { queues: { paced: { limit: 50, per: '1s' } } } },
+    };
+    const workers = await startFleet(4, { stampeded, queues: [{ name: 'paced' }] });
+    // All at once: every window opens on a full queue, and the fleet's claims meet at its edges.
+    await sql.query(`INSERT INTO stampeded_jobs (queue, task) SELECT 'paced', 'paced-call' FROM generate_series(1, ${total})`);
+
+    const started = () => workers.flatMap((w) => w.events.filter((e) => e.event === 'started'));
+    await waitFor(
+      async () =>
+        started().length >= total &&
+        (await sql.query(`SELECT count(*)::int AS n FROM stampeded_jobs WHERE queue = 'paced' AND state = 'completed'`)).rows[0].n === total,
+      'every paced job to start and complete',
+      60_000,
+      50,
+    );
+
+    const starts = started();
+    const most = mostInAnyWindowOf(
+      starts.map((e) => Number(e.at)),
+      1000,
+    );
+    // How long after its claim each handler started (the claim's clock is the database's, on this host).
+    const { rows } = await sql.query(`SELECT id, extract(epoch FROM claimed_at) * 1000 AS claimed FROM stampeded_jobs WHERE queue = 'paced'`);
+    const claimed = new Map(rows.map((r) => [r.id as string, Number(r.claimed)]));
+    const givenBack = workers.reduce((n, w) => n + w.count('released'), 0);
+    const lags = starts.map((e) => Number(e.wall) - claimed.get(String(e.id))!).sort((a, b) => a - b);
+    process.stderr.write(
+      `rate limit 50/s, 4 processes x concurrency 25, ${total} jobs: at most ${most} handlers started in any 1 s window; ` +
+        `start after claim p50 ${lags[lags.length >> 1].toFixed(0)} ms, max ${lags[lags.length - 1].toFixed(0)} ms; ${givenBack} given back unstarted\n`,
+    );
+    expect(most).toBeLessThanOrEqual(50);
+    // Every job ran, and each once.
+    expect(new Set(starts.map((e) => e.id)).size).toBe(total);
+    expect(starts).toHaveLength(total);
+  }, 120_000);
+
   it('limits each tenant and a task in their own windows, and a tenant at its limit does not hold back the tenants behind it', async () => {
     const stampeded = {
       worker: { concurrency: 10 },

@@ -238,3 +238,8 @@ export const CLAIM_CURSOR_ON = (queue: string, tookMs: number, taken: number) =>
   `with a full claim beside it every second or so, until full claims are fast again.`;
 
 export const CLAIM_CURSOR_OFF = (queue: string) => `claims of queue "${queue}" are fast again: claiming from the head of the queue.`;
+
+export const LATE_STARTS_GIVEN_BACK = (queue: string, count: number, graceMs: number) =>
+  `${count} job(s) of rate-limited queue "${queue}" could not start within ${graceMs} ms of their claim and were given back, ` +
+  `without spending an attempt, to keep the limit where the handlers start. They used room in the window: ` +
+  `a busy event loop or a slow args validator here lowers the queue's rate.`;

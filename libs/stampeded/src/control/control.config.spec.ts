@@ -1,5 +1,5 @@
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { CONTROL_DEFAULTS, breakerConfigFor, rateRulesFor, resolveControlConfig, validateQueuePolicy } from './control.config.js';
+import { CONTROL_DEFAULTS, breakerConfigFor, rateLimitClaimFor, resolveControlConfig, startGraceMs, validateQueuePolicy } from './control.config.js';
 
 const refused = (message: string) => new StampededConfigError(`StampededModule.forRoot(): control.${message}.`);
 
@@ -127,13 +127,25 @@ describe('rate limits', () => {
     );
   });
 
-  it("passes a claim the queue's own limit (or '*') and every task, tenant and destination limit; none without limits", () => {
+  it("passes a claim the queue's own limit (or '*') and every task, tenant and destination limit, each window widened by its start grace; none without limits", () => {
     const config = resolveControlConfig({
       rateLimits: { queues: { emails: { limit: 100, per: '1s' }, '*': { limit: 5, per: '1s' } }, tasks: { send: { limit: 2, per: '1m' } } },
     }).rateLimits;
-    expect(JSON.parse(rateRulesFor(config, 'emails')!)).toEqual({ queue: { emails: { limit: 100, ms: 1000 } }, task: { send: { limit: 2, ms: 60_000 } } });
-    expect(JSON.parse(rateRulesFor(config, 'other')!)).toEqual({ queue: { other: { limit: 5, ms: 1000 } }, task: { send: { limit: 2, ms: 60_000 } } });
-    expect(rateRulesFor(resolveControlConfig({}).rateLimits, 'emails')).toBeNull();
+    const emails = rateLimitClaimFor(config, 'emails')!;
+    expect(JSON.parse(emails.rules)).toEqual({ queue: { emails: { limit: 100, ms: 1050 } }, task: { send: { limit: 2, ms: 60_250 } } });
+    // A job may fall under either rule: it starts within the shorter grace.
+    expect(emails.startGraceMs).toBe(50);
+    expect(JSON.parse(rateLimitClaimFor(config, 'other')!.rules)).toEqual({
+      queue: { other: { limit: 5, ms: 1050 } },
+      task: { send: { limit: 2, ms: 60_250 } },
+    });
+    expect(rateLimitClaimFor(resolveControlConfig({}).rateLimits, 'emails')).toBeNull();
+  });
+
+  it('gives a start grace of 5% of the window, within its floor and ceiling', () => {
+    expect(startGraceMs(1000)).toBe(50);
+    expect(startGraceMs(100)).toBe(20);
+    expect(startGraceMs(3_600_000)).toBe(250);
   });
 });
 

@@ -170,19 +170,61 @@ function resolveRateLimits(options: unknown): RateLimitConfig {
 }
 
 /**
- * The rules of stampeded_claim_limited for a claim of this queue, as JSON:
- * the queue's own limit, and every task, tenant and destination limit (any
- * of the queue's jobs may fall under one). Null: the queue has none.
+ * A rate limit holds where the handlers start, not where the jobs are
+ * claimed. The claim counts a sliding window at its own time c
+ * (stampeded_claim_limited), and a job's handler starts a little after c:
+ * the claim's round trip, the event loop. A claim that fills a window at
+ * its end and the next one, a window later, would otherwise let the first
+ * claim's late starts and the second's early ones into one window.
+ *
+ * So every job a limited claim takes must start within a grace g of c
+ * (JobExecutor gives back one that cannot, without spending its attempt),
+ * and the claim counts each window as ms + g. The starts in any window of
+ * ms then come from claims within ms + g, of which there are at most
+ * `limit`: at most `limit` starts in any window of ms, exactly, across the
+ * fleet. The worker measures g on its monotonic clock from before it sent
+ * the claim, which precedes c, so no two hosts' clocks need agree. A job
+ * given back has counted in its window, which errs on the safe side.
+ *
+ * The cost is throughput: a sustained rate of `limit` per ms + g. g is 5% of
+ * the window (a rate 4.8% under the limit), at least minMs, which covers a
+ * claim's round trip and the event loop on a busy host (a shorter window
+ * pays more than 5%: 100 ms pays 17%), and at most maxMs.
  */
-export function rateRulesFor(config: RateLimitConfig, queue: string): string | null {
+export const START_GRACE = { share: 0.05, minMs: 20, maxMs: 250 } as const;
+
+/** The start grace of a rate limit whose window is `windowMs` (see START_GRACE). */
+export function startGraceMs(windowMs: number): number {
+  return Math.min(START_GRACE.maxMs, Math.max(START_GRACE.minMs, Math.round(windowMs * START_GRACE.share)));
+}
+
+/** What a limited claim of a queue passes and promises: the rules, and the grace its jobs start within. */
+export interface RateLimitClaim {
+  /** stampeded_claim_limited's p_rules, as JSON: each window widened by its start grace. */
+  rules: string;
+  /** The least grace of the rules: a job may fall under any of them. */
+  startGraceMs: number;
+}
+
+/**
+ * The rate limits of a claim of this queue: the queue's own limit, and
+ * every task, tenant and destination limit (any of the queue's jobs may
+ * fall under one). Null: the queue has none.
+ */
+export function rateLimitClaimFor(config: RateLimitConfig, queue: string): RateLimitClaim | null {
   const rules: Record<string, Record<string, { limit: number; ms: number }>> = {};
+  let grace = Infinity;
+  const widened = ({ limit, ms }: { limit: number; ms: number }) => {
+    grace = Math.min(grace, startGraceMs(ms));
+    return { limit, ms: ms + startGraceMs(ms) };
+  };
   for (const [kind, limits] of config) {
     if (kind === 'queue') {
       const own = limits.get(queue) ?? limits.get('*');
-      if (own) rules.queue = { [queue]: own };
-    } else rules[kind] = Object.fromEntries(limits);
+      if (own) rules.queue = { [queue]: widened(own) };
+    } else rules[kind] = Object.fromEntries([...limits].map(([name, limit]) => [name, widened(limit)]));
   }
-  return Object.keys(rules).length ? JSON.stringify(rules) : null;
+  return Object.keys(rules).length ? { rules: JSON.stringify(rules), startGraceMs: grace } : null;
 }
 
 export function breakerConfigFor(config: ControlConfig, destination: string): BreakerConfig {

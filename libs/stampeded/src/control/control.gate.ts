@@ -3,7 +3,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { FailureRecord } from '../worker/outcome-recorder.js';
 import { READ_BREAKERS, READ_TENANTS, READ_VERDICTS } from '../sql/control.sql.js';
-import { rateRulesFor, type ControlConfig } from './control.config.js';
+import { rateLimitClaimFor, type ControlConfig, type RateLimitClaim } from './control.config.js';
 import { BreakerGate, type BreakerRow } from './breaker.gate.js';
 import { FairnessGate, type TenantRow } from './fairness.gate.js';
 import { VerdictGate, type VerdictRow } from './verdict.gate.js';
@@ -28,8 +28,8 @@ export class ControlGate {
   private readonly fairness?: FairnessGate;
   private timer?: NodeJS.Timeout;
   private refreshing?: Promise<void>;
-  /** Per queue, the rate-limit rules its claims pass (rateRulesFor); null for none. */
-  private readonly rules = new Map<string, string | null>();
+  /** Per queue, the rate limits of its claims (rateLimitClaimFor); null for none. */
+  private readonly rateLimits = new Map<string, RateLimitClaim | null>();
   private readonly wakeListeners: ((queue: string) => void)[] = [];
   /** When the tenants were last read (Date.now()), and the read that arrivals asked for. */
   private tenantsReadAt = 0;
@@ -116,9 +116,21 @@ export class ControlGate {
 
   /** The rate-limit rules of the queue's claims, as JSON; null when none apply. */
   rateRules(queue: string): string | null {
-    let rules = this.rules.get(queue);
-    if (rules === undefined) this.rules.set(queue, (rules = rateRulesFor(this.config.rateLimits, queue)));
-    return rules;
+    return this.rateLimitClaim(queue)?.rules ?? null;
+  }
+
+  /**
+   * How long after its claim was sent a job of the queue may still start
+   * (START_GRACE in control.config.ts); undefined: any time, no limit applies.
+   */
+  startGraceMs(queue: string): number | undefined {
+    return this.rateLimitClaim(queue)?.startGraceMs;
+  }
+
+  private rateLimitClaim(queue: string): RateLimitClaim | null {
+    let claim = this.rateLimits.get(queue);
+    if (claim === undefined) this.rateLimits.set(queue, (claim = rateLimitClaimFor(this.config.rateLimits, queue)));
+    return claim;
   }
 
   /**

@@ -12,6 +12,7 @@ import { describeError } from './describe-error.js';
 import { resultText } from './job-result.js';
 import { PROGRESS_INTERVAL_MS, ProgressReporter } from './progress-reporter.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
+import { StartGrace } from './start-grace.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
 import type { ArgsValidator } from '../queue/args-validator.js';
@@ -69,6 +70,7 @@ export class JobExecutor {
   private readonly logger = new Logger('Stampeded');
   private readonly running = new Map<string, RunningJob>();
   private sweepTimer?: NodeJS.Timeout;
+  private readonly startGrace: StartGrace;
   /** What every job's context asks of its run (see RunContext). */
   private readonly runHooks: JobRunHooks<RunningJob> = {
     signalOf: (entry) => this.signalOf(entry),
@@ -106,7 +108,9 @@ export class JobExecutor {
     private readonly config: ExecutorConfig,
     private readonly onSettled: (job: Job) => void,
     private readonly processRunner?: ProcessTaskRunner,
-  ) {}
+  ) {
+    this.startGrace = new StartGrace(config.control);
+  }
 
   get runningCount(): number {
     return this.running.size;
@@ -146,8 +150,10 @@ export class JobExecutor {
   /**
    * Runs one claimed job to its recorded outcome. `claimedAt` is when it was
    * claimed by this process's clock: its deadline counts from there.
+   * `claimSentAt`, when its claim was sent by performance.now(): a
+   * rate-limited job starts within its grace of it, or is given back (StartGrace).
    */
-  execute(job: Job, claimedAt?: number): Promise<RunOutcome> {
+  execute(job: Job, claimedAt?: number, claimSentAt?: number): Promise<RunOutcome> {
     const entry: RunningJob = {
       job,
       controller: undefined,
@@ -163,7 +169,7 @@ export class JobExecutor {
     }
     this.events.emit('active', job);
     const tracer = this.config.tracer;
-    const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt)) : this.run(entry, claimedAt);
+    const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, claimSentAt)) : this.run(entry, claimedAt, claimSentAt);
     // Every failure of a job's own is recorded inside run(); what escapes it
     // (a connection cut while queue control asked the database something) must
     // not end the process as an unhandled rejection. The job, unrecorded,
@@ -176,7 +182,7 @@ export class JobExecutor {
     return entry.done;
   }
 
-  private async run(entry: RunningJob, claimedAt: number | undefined): Promise<RunOutcome> {
+  private async run(entry: RunningJob, claimedAt: number | undefined, claimSentAt: number | undefined): Promise<RunOutcome> {
     const { job } = entry;
     const task = this.tasks.get(job.task);
     if (!task) {
@@ -203,6 +209,13 @@ export class JobExecutor {
         this.settle(entry);
         return this.recordFailure(job, invalid);
       }
+    }
+    // The last moment before the handler: a rate limit counts its start here.
+    // An isolated task's handler starts once its child process has booted,
+    // after this.
+    if (this.startGrace.passed(job, claimSentAt)) {
+      this.settle(entry);
+      return this.giveBack(job);
     }
     const ctx = new RunContext(this.db, this.config.workerId, job, this.runHooks, entry);
     let result: unknown;

@@ -32,7 +32,7 @@ export interface JobRunner {
   readonly runningCount: number;
   runningIn(queue: string): number;
   isRunning(jobId: string): boolean;
-  execute(job: Job, claimedAt?: number): Promise<RunOutcome>;
+  execute(job: Job, claimedAt?: number, claimSentAt?: number): Promise<RunOutcome>;
   giveBack(job: Job): Promise<RunOutcome>;
 }
 
@@ -64,6 +64,8 @@ export class JobProducer {
    * fault suite's skewed clocks check it (test/reliability/chaos.e2e-spec.ts).
    */
   private readonly claimedLocally = new WeakMap<Job, number>();
+  /** When the claim of each buffered job was sent, by performance.now(): a rate limit's start grace counts from it (JobExecutor). */
+  private readonly claimSent = new WeakMap<Job, number>();
   /** Claim statements awaiting their answer. */
   private claimsInFlight = 0;
   /** A claim failed on its connection: it may have committed jobs that never reached us. */
@@ -391,6 +393,7 @@ export class JobProducer {
     const workerId = this.config.workerId;
     // Before the statement is sent: the deadline errs early, never late.
     const sentAt = Date.now();
+    const sentMono = performance.now();
     // While tenants compete: a few jobs of each tenant with room here.
     const fair = this.config.control?.tenantClaim(this.prefetch());
     // A capped or rate-limited queue is claimed by the limited claim.
@@ -437,6 +440,7 @@ export class JobProducer {
     }
     for (const job of jobs) {
       this.claimedLocally.set(job, sentAt);
+      this.claimSent.set(job, sentMono);
       const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
       if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
     }
@@ -491,7 +495,7 @@ export class JobProducer {
     while (this.runner.runningCount < this.config.concurrency && this.buffer.length && !this.stopping) {
       const job = this.buffer.takeFirst(this.startable, rank);
       if (!job) break;
-      void this.runner.execute(job, this.claimedLocally.get(job));
+      void this.runner.execute(job, this.claimedLocally.get(job), this.claimSent.get(job));
     }
     // Below half the buffer, claim more before the last buffered job starts:
     // at once, or in another pass of the claim loop under way.
