@@ -14,6 +14,7 @@ import {
   StampededConfigError,
   toWorkflow,
   toWorkflowSummary,
+  TRIGGER_SCHEDULE,
   WORKFLOW_JOBS,
   type JobState,
   type Statement,
@@ -35,7 +36,7 @@ import {
 } from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
-import { SCHEDULES, SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from '../sql/schedules.sql.js';
+import { SCHEDULES, SET_SCHEDULE_PAUSED } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
 import {
@@ -329,10 +330,14 @@ export class StampededInspector {
     return (await this.db.query(SET_SCHEDULE_PAUSED, [key, paused])).length > 0;
   }
 
-  /** Enqueues a schedule's job once, now, leaving its regular runs as they were; null when there is no such schedule. */
+  /**
+   * Enqueues a schedule's job once, now, leaving its regular runs as they
+   * were: the core's own statement, as SchedulesService.trigger() runs it.
+   * Null when there is no such schedule.
+   */
   async triggerSchedule(key: string): Promise<{ id: string; queue: string } | null> {
-    const [row] = await this.db.query<{ id: string; queue: string }>(TRIGGER_SCHEDULE, [key]);
-    return row ?? null;
+    const [row] = await this.db.query<{ job_id: string; queue: string }>(TRIGGER_SCHEDULE, [key]);
+    return row ? { id: row.job_id, queue: row.queue } : null;
   }
 
   /**

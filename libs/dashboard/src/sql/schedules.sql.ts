@@ -14,15 +14,3 @@ export const SET_SCHEDULE_PAUSED = sql(
   'dashboard_set_schedule_paused',
   `UPDATE stampeded_schedules SET paused = $2, updated_at = now() WHERE key = $1 RETURNING key, paused`,
 );
-
-/**
- * Runs a schedule once, now: its job, enqueued as the scheduler would, outside
- * the occurrence ledger. Its regular runs are left alone: next_run_at is not
- * touched, so the scheduler neither skips nor repeats an occurrence for it.
- */
-export const TRIGGER_SCHEDULE = sql(
-  'dashboard_trigger_schedule',
-  `INSERT INTO stampeded_jobs (queue, task, args, meta, tenant_id, priority)
-   SELECT queue, task, args, meta, tenant_id, priority FROM stampeded_schedules WHERE key = $1
-   RETURNING id::text AS id, queue`,
-);

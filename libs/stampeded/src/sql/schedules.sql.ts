@@ -73,21 +73,24 @@ export const FIRE_SCHEDULE = sql('schedules_fire_schedule', `SELECT stampeded_fi
 export const SKIP_TO_NEXT_RUN = sql('schedules_skip_schedule', `UPDATE stampeded_schedules SET next_run_at = $2, updated_at = now() WHERE key = $1`);
 
 /**
- * Fire now, outside the rhythm: the job is enqueued and recorded in the
- * ledger under a token of its own, and next_run_at is left alone.
+ * Fire now, outside the rhythm: the job is enqueued as an occurrence's is
+ * (stampeded_schedule_job: the stored job options, the ordering key) and
+ * recorded in the ledger under a token of its own, which no occurrence of
+ * the rhythm can take, and next_run_at is left alone. The one trigger:
+ * SchedulesService.trigger(), the dashboard and the CLI all run it.
  */
 export const TRIGGER_SCHEDULE = sql(
   'schedules_trigger_schedule',
   `
 WITH job AS (
-    SELECT stampeded_schedule_job(s) AS id FROM stampeded_schedules s WHERE s.key = $1
+    SELECT stampeded_schedule_job(s) AS id, s.queue FROM stampeded_schedules s WHERE s.key = $1
 ),
 occurrence AS (
     INSERT INTO stampeded_cron_occurrences (cron_key, occurrence_token, job_id)
     SELECT $1, 'trigger:' || job.id::text, job.id FROM job
     RETURNING 1
 )
-SELECT id::text AS job_id FROM job`,
+SELECT id::text AS job_id, queue FROM job`,
 );
 
 export const LIST_OCCURRENCES = sql(
