@@ -13,8 +13,10 @@ export const AUTH_FAILED = (where: string) =>
 export const NO_DATABASE = (where: string, db: string) =>
   `PostgreSQL at ${where} has no database named "${db}". Create it, or fix the database name in DATABASE_URL or --url.`;
 
-export const SERVER_TOO_OLD = (found: string) =>
-  `Stampeded needs PostgreSQL 14 or newer, but the server is PostgreSQL ${found}. Point DATABASE_URL at a PostgreSQL 14 to 18 server. Nothing was changed.`;
+/** `oldestNum` is the core's REQUIRED_SERVER_VERSION_NUM (140000 for PostgreSQL 14). */
+export const SERVER_TOO_OLD = (found: string, oldestNum: number) =>
+  `Stampeded needs PostgreSQL ${Math.floor(oldestNum / 10000)} or newer, but the server is PostgreSQL ${found}. ` +
+  `Point DATABASE_URL at a PostgreSQL ${Math.floor(oldestNum / 10000)} to 18 server. Nothing was changed.`;
 
 export const NOT_INSTALLED = (schema: string) =>
   `Stampeded is not installed in schema "${schema}" of this database. Run \`stampeded migrate --schema ${schema}\`, or pass the --schema it was installed in.`;

@@ -22,5 +22,6 @@ export type { BehaviourNode, Decision, QueueFacts, Verdict } from './control/que
 export { PAUSE_QUEUE, RESUME_QUEUE } from './sql/control.sql.js';
 export { TRIGGER_SCHEDULE } from './sql/schedules.sql.js';
 export { StampededConfigError } from './errors/stampeded.errors.js';
+export { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 export { CANCEL_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from './sql/workflows.sql.js';
 export { toWorkflow, toWorkflowSummary } from './queue/workflow.mapper.js';

@@ -14,7 +14,10 @@ export function registerMigrate(program: Command): void {
       const url = resolveUrl(options);
       const started = Date.now();
       // Loaded only here: it brings Nest and TypeORM, which no other command needs.
-      const [{ migrate }, { LATEST_VERSION }] = await Promise.all([import('@stampeded/nestjs'), import('@stampeded/nestjs/internal')]);
+      const [{ migrate }, { LATEST_VERSION, REQUIRED_SERVER_VERSION_NUM }] = await Promise.all([
+        import('@stampeded/nestjs'),
+        import('@stampeded/nestjs/internal'),
+      ]);
       let applied;
       try {
         applied = await migrate(url.toString(), {
@@ -27,7 +30,7 @@ export function registerMigrate(program: Command): void {
         if ((err as Error).name === 'SeedMismatchError') throw new CliError(message, EXIT.database);
         if ((err as Error).name === 'StampededConfigError') {
           const version = /PostgreSQL (\S+?)\.? Upgrade/.exec(message)?.[1];
-          throw new CliError(version ? SERVER_TOO_OLD(version) : message.split('\n')[0], EXIT.database);
+          throw new CliError(version ? SERVER_TOO_OLD(version, REQUIRED_SERVER_VERSION_NUM) : message.split('\n')[0], EXIT.database);
         }
         if ((err as { code?: string }).code) throw connectionError(err, url);
         throw err;

@@ -1,10 +1,8 @@
 import { StampededInspector } from '@stampeded/dashboard/inspector';
+import { REQUIRED_SERVER_VERSION_NUM } from '@stampeded/nestjs/internal';
 import { CliDatabase } from './cli-database.js';
 import { AUTH_FAILED, BAD_URL, CANNOT_CONNECT, NOT_ADOPTED, NOT_INSTALLED, NO_DATABASE, NO_URL, SERVER_TOO_OLD } from '../cli.messages.js';
 import { CliError, EXIT } from './cli-errors.js';
-
-/** PostgreSQL 14: the oldest Stampeded's schema runs on. */
-const REQUIRED_SERVER_VERSION_NUM = 140000;
 
 export interface ConnectionOptions {
   url?: string;
@@ -62,7 +60,7 @@ async function assertUsable(db: CliDatabase, url: URL, schema: string, mustBeIns
   } catch (err) {
     throw connectionError(err, url);
   }
-  if (row.num < REQUIRED_SERVER_VERSION_NUM) throw new CliError(SERVER_TOO_OLD(row.version), EXIT.database);
+  if (row.num < REQUIRED_SERVER_VERSION_NUM) throw new CliError(SERVER_TOO_OLD(row.version, REQUIRED_SERVER_VERSION_NUM), EXIT.database);
   if (mustBeInstalled && !row.installed) throw new CliError(NOT_INSTALLED(schema), EXIT.database);
   // The seed's tables with no migration of ours recorded: another runtime's install, which `migrate` adopts.
   if (mustBeInstalled && !row.recorded) throw new CliError(NOT_ADOPTED(schema), EXIT.database);
