@@ -20,7 +20,7 @@ export { eventsChannel } from './sql/notifications.sql.js';
 export { decideVerdict, pauseExplained, QUEUE_POLICY_TREE } from './control/queue-policy.tree.js';
 export type { BehaviourNode, Decision, QueueFacts, Verdict } from './control/queue-policy.tree.js';
 export { PAUSE_QUEUE, RESUME_QUEUE } from './sql/control.sql.js';
-export { TRIGGER_SCHEDULE } from './sql/schedules.sql.js';
+export { SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from './sql/schedules.sql.js';
 export { StampededConfigError } from './errors/stampeded.errors.js';
 export { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 export { CANCEL_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from './sql/workflows.sql.js';

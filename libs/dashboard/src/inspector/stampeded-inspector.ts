@@ -11,6 +11,7 @@ import {
   PAUSE_QUEUE,
   pauseExplained,
   RESUME_QUEUE,
+  SET_SCHEDULE_PAUSED,
   StampededConfigError,
   toWorkflow,
   toWorkflowSummary,
@@ -36,7 +37,7 @@ import {
 } from '../sql/jobs.sql.js';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
-import { SCHEDULES, SET_SCHEDULE_PAUSED } from '../sql/schedules.sql.js';
+import { SCHEDULES } from '../sql/schedules.sql.js';
 import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
 import { PRUNE_BATCH, PRUNE_OCCURRENCES } from '../sql/maintenance.sql.js';
 import {
@@ -325,7 +326,7 @@ export class StampededInspector {
     return { id, cancelled: row.cancelled };
   }
 
-  /** True when the schedule exists. */
+  /** True when the schedule exists. The core's statement, as SchedulesService.pause() and resume() run it. */
   async setSchedulePaused(key: string, paused: boolean): Promise<boolean> {
     return (await this.db.query(SET_SCHEDULE_PAUSED, [key, paused])).length > 0;
   }

@@ -9,8 +9,3 @@ export const SCHEDULES = sql(
      FROM stampeded_schedules
     ORDER BY key`,
 );
-
-export const SET_SCHEDULE_PAUSED = sql(
-  'dashboard_set_schedule_paused',
-  `UPDATE stampeded_schedules SET paused = $2, updated_at = now() WHERE key = $1 RETURNING key, paused`,
-);
