@@ -160,8 +160,8 @@ describe('StampededModule', () => {
   });
 
   it('refuses unknown options', async () => {
-    expect(() => StampededModule.forRoot({ workers: {} } as never)).toThrow(/unknown option\(s\) workers/);
-    expect(() => StampededModule.forRoot({ worker: { concurency: 3 } } as never)).toThrow(/unknown worker option\(s\) concurency/);
+    expect(() => StampededModule.forRoot({ workers: {} } as never)).toThrow(/forRoot\(\): unknown option "workers"/);
+    expect(() => StampededModule.forRoot({ worker: { concurency: 3 } } as never)).toThrow(/forRoot\(\): worker: unknown option "concurency"/);
   });
 
   it('fails fast, naming both classes, on a duplicate task name', async () => {

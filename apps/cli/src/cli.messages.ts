@@ -34,3 +34,6 @@ export const BAD_NUMBER = (option: string, value: string) => `${option} must be 
 export const NOT_ADOPTED = (schema: string) =>
   `Schema "${schema}" holds Stampeded's tables, but no Stampeded migration is recorded there: another runtime installed the "stampeded 0.3.1" schema. ` +
   `Run \`stampeded migrate --schema ${schema}\` once: it checks that it is that schema, records it as migration 1 and applies the rest.`;
+
+export const PROGRAM_WITHOUT_IO = () =>
+  `stampeded: the program was built without its io: build it with buildProgram(io), which gives each command its output streams and environment.`;

@@ -45,3 +45,12 @@ export const BAD_BULK_ACTION = (action: string, allowed: readonly string[]) => `
 
 export const BAD_BULK_NUMBER = (name: string, value: unknown, max: number) =>
   `${name} must be a whole number from 1 to ${max.toLocaleString('en')}; got ${JSON.stringify(value)}.`;
+
+export const BAD_REFRESH_SECONDS = (value: unknown) =>
+  `StampededDashboardModule.forRoot(): refreshSeconds must be a whole number of 0 or more (0 turns the pages' refresh off), got ${JSON.stringify(value)}.`;
+
+export const UNKNOWN_ACTION = (of: 'job' | 'queue' | 'schedule', action: string, allowed: readonly string[]) =>
+  `No ${of} action ${JSON.stringify(action)}: use one of ${allowed.join(', ')}.`;
+
+export const HEALTH_NO_ANSWER = (ms: number) =>
+  `the database gave no answer within ${ms} ms: check that it is up and not overloaded (connections, locks, long queries).`;

@@ -1,7 +1,7 @@
 import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
 import { StampededDatabase } from '@stampeded/nestjs/internal';
 import { DASHBOARD_OPTIONS, DEFAULT_PATH } from './dashboard.constants.js';
-import { AUTH_REQUIRED, BAD_AUTH, BAD_PATH, UNKNOWN_DASHBOARD_OPTIONS } from './dashboard.messages.js';
+import { AUTH_REQUIRED, BAD_AUTH, BAD_PATH, UNKNOWN_DASHBOARD_OPTIONS, BAD_REFRESH_SECONDS } from './dashboard.messages.js';
 import { DashboardAuthGuard } from './auth/dashboard-auth.guard.js';
 import { CsrfGuard } from './auth/csrf.guard.js';
 import { DashboardApiController } from './controllers/dashboard-api.controller.js';
@@ -39,8 +39,7 @@ export function resolveDashboardOptions(options: StampededDashboardOptions | und
     throw new DashboardConfigError(BAD_AUTH(typeof auth === 'object' ? `an object with keys ${Object.keys(auth).join(', ') || '(none)'}` : typeof auth));
   }
   const refreshSeconds = options.refreshSeconds ?? 5;
-  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 0)
-    throw new DashboardConfigError(`StampededDashboardModule.forRoot(): refreshSeconds must be a whole number of 0 or more.`);
+  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 0) throw new DashboardConfigError(BAD_REFRESH_SECONDS(refreshSeconds));
   return { path, auth: resolved, readOnly: options.readOnly ?? false, refreshSeconds };
 }
 

@@ -1,10 +1,14 @@
 import { inspect } from 'node:util';
+import { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 
 // Every error Stampeded raises says what was wrong and what to do about it.
 
+/** The oldest PostgreSQL major Stampeded runs on, as the server check reads it. */
+const OLDEST_MAJOR = Math.floor(REQUIRED_SERVER_VERSION_NUM / 10000);
+
 export const SERVER_TOO_OLD = (found: string) =>
-  `Stampeded needs PostgreSQL 14 or newer, but the server is PostgreSQL ${found}. ` +
-  `Upgrade the server, or point DATABASE_URL at a PostgreSQL 14 to 18 instance. Nothing was changed.`;
+  `Stampeded needs PostgreSQL ${OLDEST_MAJOR} or newer, but the server is PostgreSQL ${found}. ` +
+  `Upgrade the server, or point DATABASE_URL at a PostgreSQL ${OLDEST_MAJOR} or newer instance. Nothing was changed.`;
 
 export const NO_DATA_SOURCE = (name: string | undefined) =>
   `StampededModule found no TypeORM DataSource${name ? ` named "${name}"` : ''}. ` +
@@ -12,7 +16,22 @@ export const NO_DATA_SOURCE = (name: string | undefined) =>
   `or give StampededModule.forRoot({ connection: { url } }) a connection of its own.`;
 
 export const NOT_POSTGRES = (type: string) =>
-  `StampededModule needs a PostgreSQL DataSource, but the DataSource is of type "${type}". Point it at PostgreSQL 18.`;
+  `Stampeded needs a PostgreSQL DataSource, but the DataSource is of type "${type}". ` +
+  `Give it one of type 'postgres' on PostgreSQL ${OLDEST_MAJOR} or newer (the dataSource option names it), or give StampededModule a connection of its own.`;
+
+export const NO_CURRENT_SCHEMA = () =>
+  `The connection has no current schema: its search_path names no schema that exists. Pass the schema to install into ({ schema: 'jobs' }), or fix the search_path.`;
+
+export const UNSUPPORTED_SCHEMA_NAME = (schema: unknown) =>
+  `Schema name ${JSON.stringify(schema)} is not supported: use a plain lower-case identifier ` +
+  `(a-z, 0-9, "_", not starting with a digit, at most 63 bytes), one PostgreSQL never needs quoted.`;
+
+export const FUNCTION_FORM_WITHOUT_BASE = (file: string, base: string) =>
+  `The function file ${file} has no ${base}.sql beside it: a form for older servers goes beside the form for the newest. Add ${base}.sql, or rename the file.`;
+
+export const MIGRATION_NOT_REVERSIBLE = (className: string) =>
+  `${className} cannot be reverted: Stampeded's migrations only go forward. ` +
+  `To remove Stampeded, drop its schema (DROP SCHEMA ... CASCADE) after draining its jobs.`;
 
 export const SCHEMA_NOT_MIGRATED = (schema: string) =>
   `Stampeded's tables are not in schema "${schema}". Run its migrations first: ` +
@@ -61,12 +80,33 @@ export const UNKNOWN_TASK = (name: string, known: string[]) =>
   `No task named "${name}" is registered in this app${known.length ? ` (known: ${known.join(', ')})` : ''}. ` +
   `Enqueue it by name only if another process handles it, or check the name in @Task().`;
 
+export const TASK_NAME_REQUIRED = (className: string) => `@Task() on ${className} needs a name, the one jobs are enqueued by: @Task('send-email').`;
+
+export const INVALID_ISOLATION = (where: string, got: unknown) =>
+  `${where}: isolation must be 'none' (run in this process) or 'process' (run in a child process, with processFile), got ${JSON.stringify(got)}.`;
+
 export const NOT_A_TASK_CLASS = (className: string) => `${className} is not a task: mark it with @Task('name') or enqueue by task name.`;
 
 export const INVALID_OPTION = (where: string, option: string, problem: string) => `${where}: ${option} ${problem}.`;
 
 export const UNKNOWN_OPTIONS = (where: string, unknown: string[], allowed: readonly string[]) =>
   `${where}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((o) => `"${o}"`).join(', ')}. ` + `Allowed: ${allowed.join(', ')}.`;
+
+export const NOT_A_WHOLE_NUMBER = (where: string, option: string, got: unknown, min: number, orElse?: string) =>
+  `${where}: ${option} must be a whole number of ${min} or more${orElse ? ` or ${orElse}` : ''}, got ${inspect(got, { breakLength: Infinity })}.`;
+
+export const INVALID_MIGRATIONS_OPTION = (where: string, got: unknown) =>
+  `${where}: migrations must be 'auto' (migrate at startup) or 'none' (you migrate: migrate(), \`stampeded migrate\` or stampededMigrations()), ` +
+  `got ${JSON.stringify(got)}.`;
+
+export const INVALID_SCHEMA_OPTION = (where: string, got: unknown) =>
+  `${where}: schema must be a PostgreSQL schema name of 1 to 63 characters, such as 'jobs', got ${JSON.stringify(got)}. Leave it out for public.`;
+
+export const INVALID_CLOCK_OPTION = (where: string, got: unknown) =>
+  `${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof got}.`;
+
+export const ASYNC_OPTIONS_SOURCE_REQUIRED = () =>
+  `StampededModule.forRootAsync() needs useFactory, useClass or useExisting: the one that provides the module's options.`;
 
 export const RENAMED_OPTION = (where: string, old: string, renamed: string) =>
   `${where}: the option "${old}" is now "${renamed}", with the same settings. Rename it (see CHANGELOG.md).`;
@@ -126,6 +166,13 @@ export const WAIT_ENDED_BY_SHUTDOWN = (id: string) => `waitFor(${id}): the app i
 
 export const JOB_NOT_FOUND = (id: string) => `No job with id ${id}. It may have been pruned after finishing.`;
 
+export const QUEUE_DEFAULTS_NAME_ANOTHER_QUEUE = (where: string, queue: string, got: unknown) =>
+  `${where}: defaultJobOptions.queue is ${JSON.stringify(got)}, but these are the defaults of queue "${queue}": leave queue out of them, or set it to "${queue}".`;
+
+export const CATCH_ALL_HOLDS_QUEUE_JOBS = (queue: string) =>
+  `Queue "${queue}" already has jobs in the catch-all partition, so it cannot get a partition of its own now. ` +
+  `Let those jobs finish and be pruned, or register the queue before enqueueing to it.`;
+
 export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: string) =>
   `Queue "${queue}" would use partition ${partition}, which already holds queue ${owner}. ` +
   `Queue names map to partition names with punctuation replaced by "_": rename one of the queues.`;
@@ -133,6 +180,14 @@ export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: s
 export const DEFAULT_QUEUE_PARTITION = (queue: string) =>
   `Queue "${queue}" cannot have a partition of its own: its partition name is that of the catch-all partition (stampeded_jobs_default). ` +
   `Its jobs live in the catch-all already; drop unlogged from its registration, or use another queue name.`;
+
+export const CHECKPOINT_NOT_OWNED = (id: string) =>
+  `Checkpoint of job ${id} not saved: this worker no longer owns the job (cancelled, timed out or reaped). ` +
+  `Stop the work: the job's signal has fired, and another attempt starts from the last checkpoint saved.`;
+
+export const TASK_PROCESS_EXITED = (jobId: string, status: number, signal: string | null) =>
+  `task process exited with status ${status}${signal ? ` (${signal})` : ''} before finishing job ${jobId}; ` +
+  `the job is retried by its policy. A signal such as SIGKILL is often the system's out-of-memory killer: give the process more memory, or do less in one job.`;
 
 export const CHECKPOINT_TOO_LARGE = (bytes: number, max: number) =>
   `Checkpoint is ${bytes} bytes; the limit is ${max} bytes (64 KB). ` + `Store a cursor ("I have done N") rather than the set of what was done.`;
@@ -158,6 +213,15 @@ export const PROCESS_FILE_REQUIRED = (where: string, file: unknown) =>
   `a module whose default export is (args, ctx) => result.`;
 
 export const INVALID_SCHEDULE = (key: string, field: string, problem: string) => `Schedule "${key}": ${field} ${problem}.`;
+
+export const NO_MAINTENANCE_SERVICE = (name: string, known: readonly string[]) =>
+  `No maintenance service named ${JSON.stringify(name)}: run one of ${known.join(', ')}.`;
+
+export const LEADER_CHECK_NO_ANSWER = (ms: number) =>
+  `no answer within ${ms} ms (a half-open connection, or an overloaded server): the connection is dropped and a new one contests the lead`;
+
+export const META_NOT_BUILT_BY_RUNTIME = (meta: string) =>
+  `a job's meta is not as buildJobRow writes it (${meta.slice(0, 40)}...): this is a bug in Stampeded, please report it with this message.`;
 
 export const INVALID_MAINTENANCE_OPTION = (option: string, problem: string) => `StampededModule.forRoot(): maintenance.${option} ${problem}.`;
 
@@ -219,6 +283,16 @@ export const WORKFLOW_BAD_DEPENDENCY = (where: string, job: string, problem: str
 export const WORKFLOW_CYCLE = (where: string, cycle: string[]) =>
   `${where}: the jobs wait for each other in a cycle (${cycle.map((n) => JSON.stringify(n)).join(' -> ')}), so none of them could ever run. ` +
   `A workflow's dependencies must form a DAG: remove one of these dependencies. Nothing was enqueued.`;
+
+export const FLOW_NODE_NOT_OBJECT = (where: string, path: string) =>
+  `${where}: the node at ${path} must be an object { task, args?, options?, children? }. Nothing was enqueued.`;
+
+export const FLOW_NODE_UNKNOWN_KEYS = (where: string, path: string, unknown: string[]) =>
+  `${where}: the node at ${path} has unknown key(s) ${unknown.join(', ')}; a node is { name?, task, args?, options?, ignoreChildFailure?, children? }. ` +
+  `Nothing was enqueued.`;
+
+export const FLOW_CHILDREN_NOT_ARRAY = (where: string, path: string) =>
+  `${where}: children of the node at ${path} must be an array of nodes. Nothing was enqueued.`;
 
 export const WORKFLOW_NOT_FOUND = (id: string) =>
   `No workflow with id ${id}. It may have been pruned with its jobs, or the id belongs to a job: a job's workflow is in getWorkflow(id) of its workflow id.`;

@@ -26,11 +26,17 @@ import { NotificationListener } from './database/notification-listener.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
 import {
+  ASYNC_OPTIONS_SOURCE_REQUIRED,
   FLEET_EVENTS_NEED_LISTEN,
+  INVALID_CLOCK_OPTION,
   INVALID_EVENTS_OPTION,
+  INVALID_MIGRATIONS_OPTION,
   INVALID_POOLER_OPTION,
+  INVALID_SCHEMA_OPTION,
   LISTEN_CONNECTION_WITHOUT_POOLER,
+  NOT_A_WHOLE_NUMBER,
   RENAMED_OPTION,
+  UNKNOWN_OPTIONS,
 } from './stampeded.messages.js';
 import type {
   RegisterQueueOptions,
@@ -101,22 +107,20 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   const renamed = Object.keys(options ?? {}).find((k) => k in RENAMED_OPTIONS);
   if (renamed) throw new StampededConfigError(RENAMED_OPTION(where, renamed, RENAMED_OPTIONS[renamed]));
   const unknown = Object.keys(options ?? {}).filter((k) => !OPTION_NAMES.includes(k));
-  if (unknown.length) throw new StampededConfigError(`${where}: unknown option(s) ${unknown.join(', ')}. Allowed: ${OPTION_NAMES.join(', ')}.`);
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(where, unknown, OPTION_NAMES));
   const badWorker = Object.keys(options.worker ?? {}).filter((k) => !WORKER_OPTION_NAMES.includes(k));
-  if (badWorker.length) {
-    throw new StampededConfigError(`${where}: unknown worker option(s) ${badWorker.join(', ')}. Allowed: ${WORKER_OPTION_NAMES.join(', ')}.`);
-  }
+  if (badWorker.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`${where}: worker`, badWorker, WORKER_OPTION_NAMES));
   for (const key of ['concurrency', 'pollIntervalMs', 'heartbeatIntervalMs', 'claimBatchSize', 'completionBatchSize'] as const) {
     const value = options.worker?.[key];
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
-      throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 1 or more, got ${value}.`);
+      throw new StampededConfigError(NOT_A_WHOLE_NUMBER(where, `worker.${key}`, value, 1));
     }
   }
   for (const key of ['prefetch', 'shutdownTimeoutMs'] as const) {
     const value = options.worker?.[key];
     if (key === 'prefetch' && value === 'auto') continue;
     if (value !== undefined && (!Number.isInteger(value) || (value as number) < 0)) {
-      throw new StampededConfigError(`${where}: worker.${key} must be a whole number of 0 or more${key === 'prefetch' ? " or 'auto'" : ''}, got ${value}.`);
+      throw new StampededConfigError(NOT_A_WHOLE_NUMBER(where, `worker.${key}`, value, 0, key === 'prefetch' ? "'auto'" : undefined));
     }
   }
   if (options.events !== undefined && options.events !== 'fleet' && options.events !== 'local') {
@@ -124,17 +128,17 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   }
   validatePoolerOptions(where, options);
   if (options.migrations !== undefined && options.migrations !== 'auto' && options.migrations !== 'none') {
-    throw new StampededConfigError(`${where}: migrations must be 'auto' or 'none', got ${JSON.stringify(options.migrations)}.`);
+    throw new StampededConfigError(INVALID_MIGRATIONS_OPTION(where, options.migrations));
   }
   if (options.schema !== undefined && (typeof options.schema !== 'string' || !options.schema || options.schema.length > 63)) {
-    throw new StampededConfigError(`${where}: schema must be a Postgres schema name of 1 to 63 characters.`);
+    throw new StampededConfigError(INVALID_SCHEMA_OPTION(where, options.schema));
   }
   resolveMaintenanceConfig(options.maintenance, options.worker?.heartbeatIntervalMs);
   resolveSchedulesConfig(options.schedules);
   resolveControlConfig(options.control);
   resolveTracingConfig(options.tracing);
   if (options.clock !== undefined && typeof options.clock?.now !== 'function') {
-    throw new StampededConfigError(`${where}: clock must be an object with a now() method (a TestClock from @stampeded/testing), got ${typeof options.clock}.`);
+    throw new StampededConfigError(INVALID_CLOCK_OPTION(where, options.clock));
   }
   return options;
 }
@@ -249,7 +253,7 @@ function asyncOptionsProviders(options: StampededModuleAsyncOptions): Provider[]
     ];
   }
   const factoryClass = options.useClass ?? options.useExisting;
-  if (!factoryClass) throw new StampededConfigError('StampededModule.forRootAsync() needs useFactory, useClass or useExisting.');
+  if (!factoryClass) throw new StampededConfigError(ASYNC_OPTIONS_SOURCE_REQUIRED());
   return [
     ...(options.useClass ? [{ provide: options.useClass, useClass: options.useClass }] : []),
     {

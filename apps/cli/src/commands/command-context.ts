@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { userInfo } from 'node:os';
 import { connect, type CliConnection } from '../connection/cli-connection.js';
 import type { CliIo } from '../output/output.js';
+import { PROGRAM_WITHOUT_IO } from '../cli.messages.js';
 
 export interface GlobalOptions {
   url?: string;
@@ -21,7 +22,7 @@ export function globals(command: Command): GlobalOptions {
   let root = command;
   while (root.parent) root = root.parent;
   const io = ioByProgram.get(root);
-  if (!io) throw new Error('stampeded: the program was built without its io (use buildProgram(io)).');
+  if (!io) throw new Error(PROGRAM_WITHOUT_IO());
   return { ...(command.optsWithGlobals() as Omit<GlobalOptions, 'io'>), io };
 }
 

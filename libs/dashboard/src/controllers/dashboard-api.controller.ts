@@ -18,12 +18,14 @@ import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard } from '../auth/csrf.guard.js';
 import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
 import { CSRF_COOKIE } from '../dashboard.constants.js';
-import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND } from '../dashboard.messages.js';
+import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import { StampededInspector, type ActionResult } from '../inspector/stampeded-inspector.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 
 export type JobAction = 'retry' | 'run' | 'cancel' | 'discard';
 const JOB_ACTIONS: readonly JobAction[] = ['retry', 'run', 'cancel', 'discard'];
+export const QUEUE_ACTIONS = ['pause', 'resume'] as const;
+export const SCHEDULE_ACTIONS = ['pause', 'resume', 'trigger'] as const;
 
 /** Runs one job action; null when there is no such job. Shared by the API and the pages' forms. */
 export async function runJobAction(
@@ -33,7 +35,7 @@ export async function runJobAction(
   queue: string | undefined,
   by: string,
 ): Promise<ActionResult | null> {
-  if (!JOB_ACTIONS.includes(action as JobAction)) throw new NotFoundException(`No job action "${action}": use one of ${JOB_ACTIONS.join(', ')}.`);
+  if (!JOB_ACTIONS.includes(action as JobAction)) throw new NotFoundException(UNKNOWN_ACTION('job', action, JOB_ACTIONS));
   switch (action as JobAction) {
     case 'retry':
     case 'run':
@@ -182,7 +184,7 @@ export class DashboardApiController {
       if (!job) throw new NotFoundException(SCHEDULE_NOT_FOUND(key));
       return { key, job };
     }
-    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(`No schedule action "${action}": use pause, resume or trigger.`);
+    if (action !== 'pause' && action !== 'resume') throw new NotFoundException(UNKNOWN_ACTION('schedule', action, SCHEDULE_ACTIONS));
     if (!(await this.inspector.setSchedulePaused(key, action === 'pause'))) throw new NotFoundException(SCHEDULE_NOT_FOUND(key));
     return { key, paused: action === 'pause' };
   }
@@ -192,7 +194,7 @@ export class DashboardApiController {
   queueAction(@Param('queue') queue: string, @Param('action') action: string, @Req() request: DashboardRequest, @Body() body?: { reason?: string }) {
     if (action === 'pause') return this.inspector.pauseQueue(queue, operatorOf(request), typeof body?.reason === 'string' ? body.reason : undefined);
     if (action === 'resume') return this.inspector.resumeQueue(queue, operatorOf(request));
-    throw new NotFoundException(`No queue action "${action}": use pause or resume.`);
+    throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
   }
 
   @Post('dlq/:queue/redrive')

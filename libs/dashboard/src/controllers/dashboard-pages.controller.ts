@@ -20,7 +20,7 @@ import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard, ensureCsrfCookie } from '../auth/csrf.guard.js';
 import type { DashboardRequest } from '../auth/dashboard-request.js';
 import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
-import { JOB_NOT_FOUND, WORKFLOW_NOT_FOUND } from '../dashboard.messages.js';
+import { JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector, type BulkFilters } from '../inspector/stampeded-inspector.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
@@ -37,7 +37,7 @@ import {
   workflowsPage,
 } from '../views/pages.view.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
-import { operatorOf, runJobAction } from './dashboard-api.controller.js';
+import { operatorOf, QUEUE_ACTIONS, runJobAction, SCHEDULE_ACTIONS } from './dashboard-api.controller.js';
 
 /**
  * The policy allows one script, the live refresh, by its hash (and its
@@ -167,7 +167,7 @@ export class DashboardPagesController {
   async queueAction(@Req() request: DashboardRequest, @Param('queue') queue: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
     if (action === 'pause') await this.inspector.pauseQueue(queue, operatorOf(request));
     else if (action === 'resume') await this.inspector.resumeQueue(queue, operatorOf(request));
-    else throw new NotFoundException(`No queue action "${action}".`);
+    else throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
     return this.back(body);
   }
 
@@ -176,7 +176,7 @@ export class DashboardPagesController {
   async scheduleAction(@Param('key') key: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
     if (action === 'trigger') await this.inspector.triggerSchedule(key);
     else if (action === 'pause' || action === 'resume') await this.inspector.setSchedulePaused(key, action === 'pause');
-    else throw new NotFoundException(`No schedule action "${action}".`);
+    else throw new NotFoundException(UNKNOWN_ACTION('schedule', action, SCHEDULE_ACTIONS));
     return this.back(body);
   }
 

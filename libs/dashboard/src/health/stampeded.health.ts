@@ -2,6 +2,7 @@ import { Inject, Injectable, Module } from '@nestjs/common';
 import { StampededDatabase } from '@stampeded/nestjs/internal';
 import { MAINTENANCE_LEADER } from '../sql/health.sql.js';
 import { QUEUE_STATE } from '../sql/queues.sql.js';
+import { HEALTH_NO_ANSWER } from '../dashboard.messages.js';
 
 export interface StampededHealthOptions {
   /** A queue whose next due job has waited longer than this is down. Default 300 s. */
@@ -66,7 +67,7 @@ export class StampededHealthIndicator {
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new Error(HEALTH_NO_ANSWER(ms))), ms);
   });
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }

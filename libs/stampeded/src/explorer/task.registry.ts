@@ -1,6 +1,15 @@
 import { isAbsolute } from 'node:path';
 import { Injectable, type Type } from '@nestjs/common';
-import { DUPLICATE_TASK, INVALID_OPTION, UNKNOWN_OPTIONS, INVALID_RETRY_POLICY, PROCESS_FILE_REQUIRED, TASK_WITHOUT_HANDLE } from '../stampeded.messages.js';
+import {
+  DUPLICATE_TASK,
+  INVALID_ISOLATION,
+  INVALID_OPTION,
+  INVALID_RETRY_POLICY,
+  PROCESS_FILE_REQUIRED,
+  TASK_NAME_REQUIRED,
+  TASK_WITHOUT_HANDLE,
+  UNKNOWN_OPTIONS,
+} from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { taskMetadataOf, taskNameOf } from '../decorators/task-metadata.js';
 import { describe, jobOptionsOf, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
@@ -44,11 +53,11 @@ export class TaskRegistry {
     const className = classRef.name;
     const where = `@Task('${metadata.name}') on ${className}`;
     if (typeof metadata.name !== 'string' || metadata.name.length === 0) {
-      throw new StampededConfigError(`@Task() on ${className} needs a name: @Task('send-email').`);
+      throw new StampededConfigError(TASK_NAME_REQUIRED(className));
     }
     validateJobOptions(where, metadata, TASK_OPTION_NAMES);
     if (metadata.isolation !== undefined && metadata.isolation !== 'none' && metadata.isolation !== 'process') {
-      throw new StampededConfigError(`${where}: isolation must be 'none' or 'process', got ${JSON.stringify(metadata.isolation)}.`);
+      throw new StampededConfigError(INVALID_ISOLATION(where, metadata.isolation));
     }
     if (metadata.isolation === 'process' && !isModuleLocation(metadata.processFile)) {
       throw new StampededConfigError(PROCESS_FILE_REQUIRED(where, metadata.processFile));

@@ -5,6 +5,7 @@ import { RetryAfterError, UnrecoverableError } from '../errors/stampeded.errors.
 import type { RegisteredTask } from '../explorer/task.registry.js';
 import type { Job, JobProgress } from '../interfaces/job.interface.js';
 import type { JobContext } from '../interfaces/task.interface.js';
+import { TASK_PROCESS_EXITED } from '../stampeded.messages.js';
 
 /** The child died before answering: the job failed with `worker_exited`. */
 export class WorkerExitedError extends Error {
@@ -85,7 +86,7 @@ export class ProcessTaskRunner {
         signal.removeEventListener('abort', onAbort);
         if (answered) return;
         const status = code ?? 128 + (sig ? (constants.signals[sig] ?? 0) : 0);
-        reject(new WorkerExitedError(`task process exited with status ${status}${sig ? ` (${sig})` : ''} before finishing job ${job.id}`, status));
+        reject(new WorkerExitedError(TASK_PROCESS_EXITED(job.id, status, sig), status));
       });
       child.on('error', (err) => {
         if (!answered) reject(err);

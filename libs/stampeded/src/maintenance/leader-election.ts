@@ -3,6 +3,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import { LEADER_PING, RELEASE_LEADER_LOCK, TRY_LEADER_LOCK } from '../sql/maintenance.sql.js';
 import type { Statement } from '../sql/statement.js';
 import { LeaderLoop, type LeaderElectionHandlers } from './leader-loop.js';
+import { LEADER_CHECK_NO_ANSWER } from '../stampeded.messages.js';
 
 /**
  * One maintenance leader per schema, by a session advisory lock held on a
@@ -64,7 +65,8 @@ export class LeaderElection extends LeaderLoop {
     const bound = this.db.statement(statement);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('no answer within the leader check interval')), Math.max(this.intervalMs * 2, 5000));
+      const limitMs = Math.max(this.intervalMs * 2, 5000);
+      timer = setTimeout(() => reject(new Error(LEADER_CHECK_NO_ANSWER(limitMs))), limitMs);
     });
     try {
       const result = await Promise.race([client.query({ name: bound.name, text: bound.text, values }), timeout]);

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { Subject, type Observable } from 'rxjs';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { NO_MAINTENANCE_SERVICE } from '../stampeded.messages.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { RECOUNT_QUEUE } from '../sql/maintenance.sql.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
@@ -146,7 +147,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
    */
   async run(name: MaintenanceTaskName): Promise<Record<string, unknown>> {
     const task = this.tasks.find((t) => t.name === name) ?? (name === 'reindexer' ? new Reindexer(this.db, this.config) : undefined);
-    if (!task) throw new Error(`No maintenance service named "${name}".`);
+    if (!task) throw new Error(NO_MAINTENANCE_SERVICE(name, [...new Set([...this.tasks.map((t) => t.name), 'reindexer'])]));
     const started = Date.now();
     const running = task.runOnce();
     this.inFlight.add(running);

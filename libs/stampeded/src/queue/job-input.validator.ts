@@ -1,6 +1,6 @@
 import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
-import { INVALID_OPTION, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { INVALID_OPTION, META_NOT_BUILT_BY_RUNTIME, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import type { DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
 
@@ -321,7 +321,7 @@ export function backoffBaseColumns(baseMs: number): Pick<JobRow, 'backoff_base_m
 export function withRuntimeMetaKey(meta: string, key: string, json: string): string {
   const own = `{"${RUNTIME_META_KEY}":{`;
   if (meta === '{}') return `${own}${JSON.stringify(key)}:${json}}}`;
-  if (!meta.startsWith(own)) throw new Error(`meta is not as buildJobRow writes it: ${meta.slice(0, 40)}`);
+  if (!meta.startsWith(own)) throw new Error(META_NOT_BUILT_BY_RUNTIME(meta));
   const rest = meta.slice(own.length);
   return `${own}${JSON.stringify(key)}:${json}${rest.startsWith('}') ? '' : ','}${rest}`;
 }

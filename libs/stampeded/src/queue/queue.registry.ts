@@ -1,6 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { DEFAULT_QUEUE_PARTITION, QUEUE_PARTITION_TAKEN } from '../stampeded.messages.js';
+import {
+  CATCH_ALL_HOLDS_QUEUE_JOBS,
+  DEFAULT_QUEUE_PARTITION,
+  NOT_A_WHOLE_NUMBER,
+  QUEUE_DEFAULTS_NAME_ANOTHER_QUEUE,
+  QUEUE_PARTITION_TAKEN,
+  UNKNOWN_OPTIONS,
+} from '../stampeded.messages.js';
 import { validateJobOptions, validateQueueName } from './job-input.validator.js';
 import { CREATE_QUEUE, PARTITION_NAME, PARTITION_OWNER, PROVISION_LOCK } from '../sql/queues.sql.js';
 import type { Statement } from '../sql/statement.js';
@@ -19,15 +26,15 @@ export class QueueRegistry {
   register(options: RegisterQueueOptions): void {
     const where = `StampededModule.registerQueue(${JSON.stringify(options?.name)})`;
     const unknown = Object.keys(options ?? {}).filter((k) => !REGISTER_QUEUE_OPTIONS.includes(k));
-    if (unknown.length) throw new StampededConfigError(`${where}: unknown option(s) ${unknown.join(', ')}. Allowed: ${REGISTER_QUEUE_OPTIONS.join(', ')}.`);
+    if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(where, unknown, REGISTER_QUEUE_OPTIONS));
     validateQueueName(where, 'name', options.name);
     if (options.concurrency !== undefined && (!Number.isInteger(options.concurrency) || options.concurrency < 1)) {
-      throw new StampededConfigError(`${where}: concurrency must be a whole number of 1 or more, got ${options.concurrency}.`);
+      throw new StampededConfigError(NOT_A_WHOLE_NUMBER(where, 'concurrency', options.concurrency, 1));
     }
     validateJobOptions(`${where} defaultJobOptions`, options.defaultJobOptions);
     validateQueuePolicy(where, options.policy);
     if (options.defaultJobOptions?.queue !== undefined && options.defaultJobOptions.queue !== options.name) {
-      throw new StampededConfigError(`${where}: defaultJobOptions.queue must be the queue itself or unset.`);
+      throw new StampededConfigError(QUEUE_DEFAULTS_NAME_ANOTHER_QUEUE(where, options.name, options.defaultJobOptions.queue));
     }
     const previous = this.queues.get(options.name);
     this.queues.set(options.name, { ...previous, ...options });
@@ -71,10 +78,7 @@ export class QueueRegistry {
           await run(CREATE_QUEUE, [queue.name, queue.unlogged ?? false]);
         } catch (err) {
           if ((err as { code?: string }).code === '23514') {
-            throw new StampededConfigError(
-              `Queue "${queue.name}" already has jobs in the catch-all partition, so it cannot get a partition of its own now. ` +
-                `Let those jobs finish and be pruned, or register the queue before enqueueing to it.`,
-            );
+            throw new StampededConfigError(CATCH_ALL_HOLDS_QUEUE_JOBS(queue.name));
           }
           throw err;
         }

@@ -1,5 +1,8 @@
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import {
+  FLOW_CHILDREN_NOT_ARRAY,
+  FLOW_NODE_NOT_OBJECT,
+  FLOW_NODE_UNKNOWN_KEYS,
   WORKFLOW_BAD_DEPENDENCY,
   WORKFLOW_BAD_NAME,
   WORKFLOW_CYCLE,
@@ -125,14 +128,10 @@ function findCycle(count: number, dependents: number[][], waitsFor: number[]): n
 export function flowToWorkflow(where: string, root: FlowNode): WorkflowJob[] {
   const jobs: WorkflowJob[] = [];
   const visit = (node: FlowNode, path: string): string => {
-    if (node === null || typeof node !== 'object')
-      throw new InvalidJobError(`${where}: the node at ${path} must be an object { task, args?, options?, children? }.`);
+    if (node === null || typeof node !== 'object') throw new InvalidJobError(FLOW_NODE_NOT_OBJECT(where, path));
     const unknown = Object.keys(node).filter((k) => !['name', 'task', 'args', 'options', 'ignoreChildFailure', 'children'].includes(k));
-    if (unknown.length)
-      throw new InvalidJobError(
-        `${where}: the node at ${path} has unknown key(s) ${unknown.join(', ')}; a node is { name?, task, args?, options?, ignoreChildFailure?, children? }.`,
-      );
-    if (node.children !== undefined && !Array.isArray(node.children)) throw new InvalidJobError(`${where}: children of the node at ${path} must be an array.`);
+    if (unknown.length) throw new InvalidJobError(FLOW_NODE_UNKNOWN_KEYS(where, path, unknown));
+    if (node.children !== undefined && !Array.isArray(node.children)) throw new InvalidJobError(FLOW_CHILDREN_NOT_ARRAY(where, path));
     const name = node.name ?? path;
     const children = (node.children ?? []).map((child, i) => visit(child, `${path}.${i}`));
     jobs.push({

@@ -3,7 +3,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import { CHECKPOINT, TOUCH } from '../sql/jobs.sql.js';
 import { JOB_DEPENDENCIES, WORKFLOW_MEMBER } from '../sql/workflows.sql.js';
 import { CheckpointError, InvalidJobError } from '../errors/stampeded.errors.js';
-import { CHECKPOINT_TOO_LARGE, NOT_IN_WORKFLOW } from '../stampeded.messages.js';
+import { CHECKPOINT_NOT_OWNED, CHECKPOINT_TOO_LARGE, NOT_IN_WORKFLOW } from '../stampeded.messages.js';
 import type { BatchCounts, WorkflowDependencyJob } from '../interfaces/workflow.interface.js';
 import { LIMITS } from '../stampeded.constants.js';
 import { toJsonObject } from '../queue/job-input.validator.js';
@@ -144,7 +144,7 @@ export class RunContext<Run> implements JobContext {
       const result = await client.query<{ seq: number | null }>(this.#db.queryConfig(CHECKPOINT, [...this.#fence(), text]));
       if (result.rows[0]?.seq == null) {
         this.#hooks.onLost(this.#run, 'saveCheckpoint found the job no longer owned by this worker');
-        throw new CheckpointError(`Checkpoint of job ${this.id} not saved: this worker no longer owns the job (cancelled, timed out or reaped).`);
+        throw new CheckpointError(CHECKPOINT_NOT_OWNED(this.id));
       }
       this.#hooks.onAlive(this.#run);
     } catch (err) {

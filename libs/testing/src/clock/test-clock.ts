@@ -1,4 +1,5 @@
 import type { StampededClock } from '@stampeded/nestjs';
+import { NOT_A_DATE, NOT_A_DURATION } from '../testing.messages.js';
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -19,7 +20,7 @@ export class TestClock implements StampededClock {
 
   constructor(start: Date | string | number = Date.now()) {
     this.current = new Date(start).getTime();
-    if (Number.isNaN(this.current)) throw new Error(`TestClock: ${JSON.stringify(start)} is not a date`);
+    if (Number.isNaN(this.current)) throw new Error(NOT_A_DATE('new TestClock()', start));
   }
 
   now(): Date {
@@ -28,7 +29,7 @@ export class TestClock implements StampededClock {
 
   set(to: Date | string | number): Date {
     const next = new Date(to).getTime();
-    if (Number.isNaN(next)) throw new Error(`TestClock.set(): ${JSON.stringify(to)} is not a date`);
+    if (Number.isNaN(next)) throw new Error(NOT_A_DATE('TestClock.set()', to));
     this.current = next;
     return this.now();
   }
@@ -38,7 +39,7 @@ export class TestClock implements StampededClock {
     let ms: number;
     if (typeof by === 'number') ms = by;
     else {
-      if (!/^\s*(\d+\s*(ms|s|m|h|d)\s*)+$/.test(by)) throw new Error(`TestClock.advance(): ${JSON.stringify(by)} is not a duration such as '90s' or '1h'`);
+      if (!/^\s*(\d+\s*(ms|s|m|h|d)\s*)+$/.test(by)) throw new Error(NOT_A_DURATION(by));
       ms = 0;
       for (const [, n, unit] of by.matchAll(/(\d+)\s*(ms|s|m|h|d)/g)) ms += Number(n) * UNIT_MS[unit];
     }

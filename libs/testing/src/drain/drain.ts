@@ -3,6 +3,7 @@ import type { Job, TaskClass } from '@stampeded/nestjs';
 import { StampededDatabase, taskNameOf, toJob } from '@stampeded/nestjs/internal';
 import { WorkerOrchestrator, type DrainOptions, type DrainResult } from '@stampeded/nestjs/internal-runtime';
 import { ENQUEUED_SAMPLE, MATCHING_JOBS } from '../sql/jobs.sql.js';
+import { NOT_ENQUEUED } from '../testing.messages.js';
 
 /**
  * Runs every due job of the app (or of one queue) to its outcome, one at a
@@ -39,8 +40,13 @@ export async function expectEnqueued(app: INestApplicationContext, options: Expe
   if (!ok) {
     const present = await db.query(ENQUEUED_SAMPLE, [states]);
     throw new Error(
-      `Expected ${options.count ?? 'at least one'} job(s) matching ${JSON.stringify({ ...options, task, states })}, found ${rows.length}. ` +
-        `Enqueued (${states.join('/')}): ${present.length ? present.map((r) => `${r.queue}/${r.task} ${JSON.stringify(r.args)}`).join('; ') : 'none'}.`,
+      NOT_ENQUEUED(
+        String(options.count ?? 'at least one'),
+        JSON.stringify({ ...options, task, states }),
+        rows.length,
+        states,
+        present.map((r) => `${r.queue}/${r.task} ${JSON.stringify(r.args)}`),
+      ),
     );
   }
   return rows.map(toJob);

@@ -1,6 +1,7 @@
 import { fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { EMBEDDED_EXITED, EMBEDDED_RESTART_FAILED, EMBEDDED_START_FAILED, EMBEDDED_START_TIMED_OUT } from '../testing.messages.js';
 
 export interface StartedPostgres {
   /** A connection string for a superuser on the server's `postgres` database. */
@@ -106,18 +107,15 @@ async function startEmbedded(options: StartPostgresOptions): Promise<StartedPost
   });
 
   const ready = await new Promise<{ url: string }>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`embedded PostgreSQL did not start within ${options.startTimeoutMs ?? 60_000} ms`)),
-      options.startTimeoutMs ?? 60_000,
-    );
+    const timer = setTimeout(() => reject(new Error(EMBEDDED_START_TIMED_OUT(options.startTimeoutMs ?? 60_000))), options.startTimeoutMs ?? 60_000);
     child.once('message', (message: { ready: boolean; url?: string; error?: string }) => {
       clearTimeout(timer);
       if (message.ready && message.url) resolve({ url: message.url });
-      else reject(new Error(`embedded PostgreSQL failed to start: ${message.error ?? 'no reason given'}`));
+      else reject(new Error(EMBEDDED_START_FAILED(message.error)));
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`embedded PostgreSQL exited before it was ready (exit code ${code})`));
+      reject(new Error(EMBEDDED_EXITED(code)));
     });
   }).catch((err: unknown) => {
     child.kill('SIGKILL');
@@ -137,7 +135,7 @@ async function startEmbedded(options: StartPostgresOptions): Promise<StartedPost
           child.off('message', onMessage);
           child.unref();
           if (message.restarted) resolve();
-          else reject(new Error(`embedded PostgreSQL did not restart: ${message.error ?? 'no reason given'}`));
+          else reject(new Error(EMBEDDED_RESTART_FAILED(message.error)));
         };
         // Held open while the restart is under way, as stop() is.
         child.ref();

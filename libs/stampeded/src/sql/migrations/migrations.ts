@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { REQUIRED_SERVER_VERSION_NUM } from '../../stampeded.constants.js';
-import { SERVER_TOO_OLD } from '../../stampeded.messages.js';
+import { FUNCTION_FORM_WITHOUT_BASE, NO_CURRENT_SCHEMA, SERVER_TOO_OLD, UNSUPPORTED_SCHEMA_NAME } from '../../stampeded.messages.js';
 import { StampededConfigError } from '../../errors/stampeded.errors.js';
 import { quoteIdent } from '../statement.js';
 import { seedInstalledByAnother } from './seed-adoption.js';
@@ -101,7 +101,7 @@ export function loadFunctionFiles(): readonly FunctionSource[] {
     const m = PRE_FORM.exec(f);
     if (!m) continue;
     const base = byName.get(m[1]);
-    if (!base) throw new Error(`function file ${f} has no ${m[1]}.sql: a form for older servers goes beside the form for the newest`);
+    if (!base) throw new Error(FUNCTION_FORM_WITHOUT_BASE(f, m[1]));
     const text = readFileSync(new URL(f, FUNCTIONS_DIR), 'utf8');
     (base.before as Map<number, { text: string; checksum: string }>).set(Number(m[2]), { text, checksum: checksumOf(text) });
   }
@@ -266,10 +266,7 @@ END $$`;
  */
 export function assertSchemaName(schema: string): void {
   if (typeof schema !== 'string' || !/^[a-z_][a-z0-9_$]*$/.test(schema) || Buffer.byteLength(schema) > 63) {
-    throw new StampededConfigError(
-      `Schema name ${JSON.stringify(schema)} is not supported: use a plain lower-case identifier ` +
-        `(a-z, 0-9, "_", not starting with a digit, at most 63 bytes), one PostgreSQL never needs quoted.`,
-    );
+    throw new StampededConfigError(UNSUPPORTED_SCHEMA_NAME(schema));
   }
 }
 
@@ -335,9 +332,7 @@ export async function applyMigrations(
     await run(`SELECT set_config('search_path', $1, true)`, [quoteIdent(options.schema)]);
   }
   const [{ schema }] = await run(`SELECT current_schema() AS schema`);
-  if (schema == null) {
-    throw new StampededConfigError('The connection has no current schema (its search_path names none that exists). Pass a schema to migrate.');
-  }
+  if (schema == null) throw new StampededConfigError(NO_CURRENT_SCHEMA());
   await run(`SELECT pg_advisory_xact_lock(hashtextextended('stampeded.migrate.' || current_schema(), 0))`);
   await run(CREATE_MIGRATIONS_TABLE);
   await run(RENUMBER[0], [ABSORBED_MIGRATIONS]);

@@ -1,6 +1,7 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { createHash } from 'node:crypto';
 import { applyMigrations, loadFunctionFiles, MIGRATION_FILES, type SqlRunner } from './migrations.js';
+import { MIGRATION_NOT_REVERSIBLE } from '../../stampeded.messages.js';
 
 function runnerOf(queryRunner: QueryRunner): SqlRunner {
   return async (text, params) => {
@@ -21,10 +22,7 @@ function migrationClass(version: number | 'functions', name: string, schema?: st
         await applyMigrations(runnerOf(queryRunner), { schema, upTo: version === 'functions' ? undefined : version });
       }
       async down(): Promise<void> {
-        throw new Error(
-          `${className} cannot be reverted: Stampeded's migrations only go forward. ` +
-            `To remove Stampeded, drop its schema (DROP SCHEMA ... CASCADE) after draining its jobs.`,
-        );
+        throw new Error(MIGRATION_NOT_REVERSIBLE(className));
       }
     },
   };
