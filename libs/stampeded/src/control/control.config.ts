@@ -182,9 +182,12 @@ function resolveRateLimits(options: unknown): RateLimitConfig {
  * and the claim counts each window as ms + g. The starts in any window of
  * ms then come from claims within ms + g, of which there are at most
  * `limit`: at most `limit` starts in any window of ms, exactly, across the
- * fleet. The worker measures g on its monotonic clock from before it sent
- * the claim, which precedes c, so no two hosts' clocks need agree. A job
- * given back has counted in its window, which errs on the safe side.
+ * fleet. The worker measures g on its monotonic clock from a time no later
+ * than c: when it sent the claim, plus how far into its statement the claim
+ * read c (a span on the database's clock, CLAIM_LIMITED), so no two hosts'
+ * clocks need agree, and a claim's wait for another's locks is not taken
+ * from its jobs' grace. A job given back has counted in its window, which
+ * errs on the safe side.
  *
  * The cost is throughput: a sustained rate of `limit` per ms + g. g is 5% of
  * the window (a rate 4.8% under the limit), at least minMs, which covers a

@@ -150,10 +150,11 @@ export class JobExecutor {
   /**
    * Runs one claimed job to its recorded outcome. `claimedAt` is when it was
    * claimed by this process's clock: its deadline counts from there.
-   * `claimSentAt`, when its claim was sent by performance.now(): a
-   * rate-limited job starts within its grace of it, or is given back (StartGrace).
+   * `countedAt`, by performance.now(), is no later than its claim counted it
+   * in its rate limits' windows: it starts within its grace of that, or is
+   * given back (StartGrace).
    */
-  execute(job: Job, claimedAt?: number, claimSentAt?: number): Promise<RunOutcome> {
+  execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome> {
     const entry: RunningJob = {
       job,
       controller: undefined,
@@ -169,7 +170,7 @@ export class JobExecutor {
     }
     this.events.emit('active', job);
     const tracer = this.config.tracer;
-    const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, claimSentAt)) : this.run(entry, claimedAt, claimSentAt);
+    const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, countedAt)) : this.run(entry, claimedAt, countedAt);
     // Every failure of a job's own is recorded inside run(); what escapes it
     // (a connection cut while queue control asked the database something) must
     // not end the process as an unhandled rejection. The job, unrecorded,
@@ -182,7 +183,7 @@ export class JobExecutor {
     return entry.done;
   }
 
-  private async run(entry: RunningJob, claimedAt: number | undefined, claimSentAt: number | undefined): Promise<RunOutcome> {
+  private async run(entry: RunningJob, claimedAt: number | undefined, countedAt: number | undefined): Promise<RunOutcome> {
     const { job } = entry;
     const task = this.tasks.get(job.task);
     if (!task) {
@@ -213,7 +214,7 @@ export class JobExecutor {
     // The last moment before the handler: a rate limit counts its start here.
     // An isolated task's handler starts once its child process has booted,
     // after this.
-    if (this.startGrace.passed(job, claimSentAt)) {
+    if (this.startGrace.passed(job, countedAt)) {
       this.settle(entry);
       return this.giveBack(job);
     }

@@ -32,7 +32,7 @@ export interface JobRunner {
   readonly runningCount: number;
   runningIn(queue: string): number;
   isRunning(jobId: string): boolean;
-  execute(job: Job, claimedAt?: number, claimSentAt?: number): Promise<RunOutcome>;
+  execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome>;
   giveBack(job: Job): Promise<RunOutcome>;
 }
 
@@ -64,8 +64,11 @@ export class JobProducer {
    * fault suite's skewed clocks check it (test/reliability/chaos.e2e-spec.ts).
    */
   private readonly claimedLocally = new WeakMap<Job, number>();
-  /** When the claim of each buffered job was sent, by performance.now(): a rate limit's start grace counts from it (JobExecutor). */
-  private readonly claimSent = new WeakMap<Job, number>();
+  /**
+   * By performance.now(), a time no later than the claim of each buffered job
+   * counted it in its rate limits' windows: its start grace counts from it (StartGrace).
+   */
+  private readonly claimCounted = new WeakMap<Job, number>();
   /** Claim statements awaiting their answer. */
   private claimsInFlight = 0;
   /** A claim failed on its connection: it may have committed jobs that never reached us. */
@@ -438,9 +441,10 @@ export class JobProducer {
       if (!wasOn && cursor.current() !== null) void this.reportSlowClaims(queue, tookMs, jobs.length);
       else if (wasOn && cursor.current() === null) this.reportFastClaims(queue);
     }
-    for (const job of jobs) {
+    for (const [i, job] of jobs.entries()) {
       this.claimedLocally.set(job, sentAt);
-      this.claimSent.set(job, sentMono);
+      // The statement began after it was sent; a limited claim says how long after that it counted (CLAIM_LIMITED).
+      this.claimCounted.set(job, sentMono + (now === null ? Math.max(0, Number(rows[i].counted_after_ms ?? 0)) : 0));
       const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
       if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
     }
@@ -495,7 +499,7 @@ export class JobProducer {
     while (this.runner.runningCount < this.config.concurrency && this.buffer.length && !this.stopping) {
       const job = this.buffer.takeFirst(this.startable, rank);
       if (!job) break;
-      void this.runner.execute(job, this.claimedLocally.get(job), this.claimSent.get(job));
+      void this.runner.execute(job, this.claimedLocally.get(job), this.claimCounted.get(job));
     }
     // Below half the buffer, claim more before the last buffered job starts:
     // at once, or in another pass of the claim loop under way.

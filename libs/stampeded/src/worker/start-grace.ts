@@ -20,17 +20,17 @@ export class StartGrace {
   constructor(private readonly control: ControlGate | undefined) {}
 
   /**
-   * Whether the job, whose claim was sent at `claimSentAt` (performance.now()),
-   * is past its grace. A job with no claim time (drain() runs each job as it
+   * Whether the job is past its grace, counted from `countedAt`
+   * (performance.now(), no later than its claim counted it in its windows). A job with no claim time (drain() runs each job as it
    * claims it) or of a queue with no rate limit has none.
    */
-  passed(job: Job, claimSentAt: number | undefined): boolean {
+  passed(job: Job, countedAt: number | undefined): boolean {
     const graceMs = this.control?.startGraceMs(job.queue);
-    if (graceMs === undefined || claimSentAt === undefined) return false;
+    if (graceMs === undefined || countedAt === undefined) return false;
     const now = performance.now();
-    if (now - claimSentAt <= graceMs) return false;
+    if (now - countedAt <= graceMs) return false;
     this.logger.debug(
-      `job ${job.id} of queue "${job.queue}": ${Math.round(now - claimSentAt)} ms after its claim, past its ${graceMs} ms to start; giving it back`,
+      `job ${job.id} of queue "${job.queue}": ${Math.round(now - countedAt)} ms after its claim, past its ${graceMs} ms to start; giving it back`,
     );
     const late = this.late.get(job.queue) ?? { count: 0, warnedAt: -Infinity };
     late.count++;

@@ -98,8 +98,8 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The windows' clock: read after the cap's lock, so that claims that
-    -- waited on each other log their starts in the order they took them.
+    -- The candidates' clock, read after the cap's lock; the windows' is read
+    -- again once the keys are locked, below.
     v_now := coalesce(p_now, clock_timestamp());
     SELECT rl.full_until INTO v_held
       FROM stampeded_rate_limits rl WHERE rl.key = 'queue:' || p_queue AND rl.full_until > v_now;
@@ -184,6 +184,15 @@ BEGIN
     END LOOP;
     -- Every key's row exists before any is locked; both in key order.
     INSERT INTO stampeded_rate_limits (key) SELECT u.key FROM unnest(v_keys) AS u(key) ORDER BY 1 ON CONFLICT (key) DO NOTHING;
+    PERFORM 1 FROM stampeded_rate_limits rl WHERE rl.key = ANY (v_keys) ORDER BY rl.key FOR UPDATE;
+    -- The windows' clock, read once the keys are this claim's: the claims of
+    -- a key log their times in the order they counted, and the time a claim
+    -- waited for another's locks is not in the grace its jobs have to start
+    -- in (START_GRACE, control/control.config.ts), which the worker counts
+    -- from this time (CLAIM_LIMITED returns how far into the statement it is).
+    IF p_now IS NULL THEN
+        v_now := clock_timestamp();
+    END IF;
     v_limits := array_fill(0, ARRAY[cardinality(v_keys)]);
     v_ms     := array_fill(0::float8, ARRAY[cardinality(v_keys)]);
     v_left   := array_fill(0, ARRAY[cardinality(v_keys)]);
