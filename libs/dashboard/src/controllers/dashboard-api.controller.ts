@@ -19,7 +19,8 @@ import { CsrfGuard } from '../auth/csrf.guard.js';
 import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
 import { CSRF_COOKIE } from '../dashboard.constants.js';
 import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
-import { StampededInspector, type ActionResult } from '../inspector/stampeded-inspector.js';
+import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import type { ActionResult } from '../inspector/job-actions.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 
 export type JobAction = 'retry' | 'run' | 'cancel' | 'discard';

@@ -22,7 +22,8 @@ import type { DashboardRequest } from '../auth/dashboard-request.js';
 import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
 import { JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
-import { StampededInspector, type BulkFilters } from '../inspector/stampeded-inspector.js';
+import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import type { BulkFilters } from '../inspector/job-actions.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
 import {
   bulkConfirmPage,

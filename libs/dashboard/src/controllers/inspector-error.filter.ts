@@ -1,6 +1,6 @@
 import { Catch, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
-import { InspectorInputError } from '../inspector/stampeded-inspector.js';
+import { InspectorInputError } from '../inspector/inspector-input.js';
 
 /** A filter or id the operator got wrong is a 400 with the reason, not a 500. */
 @Catch(InspectorInputError)

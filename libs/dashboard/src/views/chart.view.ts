@@ -1,4 +1,4 @@
-import type { ThroughputBucket } from '../inspector/stampeded-inspector.js';
+import type { ThroughputBucket } from '../inspector/queue-inspector.js';
 import { esc } from './html.js';
 
 /** Jobs finished per minute as bars, inline SVG: no script, no library. */

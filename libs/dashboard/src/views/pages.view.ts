@@ -1,6 +1,8 @@
 import { JOB_STATES } from '@stampeded/nestjs/internal';
 import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
-import { ACTION_STATES, type JobPage, type QueueSummary, type ThroughputBucket } from '../inspector/stampeded-inspector.js';
+import { ACTION_STATES } from '../inspector/job-actions.js';
+import type { JobPage } from '../inspector/job-inspector.js';
+import type { QueueSummary, ThroughputBucket } from '../inspector/queue-inspector.js';
 import { throughputChart } from './chart.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';

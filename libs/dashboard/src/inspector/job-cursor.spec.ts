@@ -1,4 +1,5 @@
-import { InspectorInputError, decodeCursor, encodeCursor } from './stampeded-inspector.js';
+import { InspectorInputError } from './inspector-input.js';
+import { decodeCursor, encodeCursor } from './job-cursor.js';
 
 const ID = '0199a000-0000-7000-8000-0000000000aa';
 const BAD_CURSOR = new InspectorInputError('The page cursor is not one this dashboard wrote: start again from the first page.');
