@@ -112,6 +112,18 @@ describe('job states on every surface', () => {
     expect(status.json().queues[0].counts).toMatchObject({ pending: 2, available: 2 });
   });
 
+  it("list every state when the jobs page's filter form says any state", async () => {
+    // The form sends every field, the state select's "any state" as an empty value.
+    const response = await get('/jobs?queue=ledger&state=&task=&tenant=&destination=');
+    expect(response.status).toBe(200);
+    const listed = await response.text();
+    expect(listed).toContain('<option value="">any state</option>');
+    expect(listed.match(/<td>(available|pending)<\/td>/g)).toHaveLength(4);
+    const api = await get('/api/jobs?queue=ledger&state=');
+    expect(api.status).toBe(200);
+    expect(((await api.json()) as { jobs: unknown[] }).jobs).toHaveLength(4);
+  });
+
   it('cancel pending jobs, one from its page and every match of a filter, as the core allows', async () => {
     const page = await (await get(`/jobs/${pending[0]}?queue=ledger`)).text();
     expect(page).toContain(`action="/stampeded/actions/jobs/${pending[0]}/cancel?queue=ledger"`);

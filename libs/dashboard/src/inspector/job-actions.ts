@@ -78,7 +78,7 @@ export class JobActions {
    */
   async bulk(action: string, filters: BulkFilters, options: { dryRun?: boolean; batchSize?: number; limit?: number; by?: string } = {}): Promise<BulkResult> {
     if (!BULK_ACTIONS.includes(action as BulkAction)) throw new InspectorInputError(BAD_BULK_ACTION(action, BULK_ACTIONS));
-    if (filters.state) assertState(filters.state);
+    assertState(filters.state);
     const eligible = ACTION_STATES[action as BulkAction].filter((s) => !filters.state || s === filters.state);
     const whole = (name: string, value: number | undefined, fallback: number, max: number) => {
       if (value === undefined) return fallback;

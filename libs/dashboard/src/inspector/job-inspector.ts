@@ -77,9 +77,13 @@ export class JobInspector {
   }
 }
 
-/** A state filter names one of the core's states (JOB_STATES), or is absent. */
+/**
+ * A state filter names one of the core's states (JOB_STATES), or is absent.
+ * Empty is absent, as for every other filter: the jobs page's form sends its
+ * "any state" choice as state=.
+ */
 export function assertState(state: string | undefined): void {
-  if (state !== undefined && !JOB_STATES.includes(state as JobState)) throw new InspectorInputError(BAD_FILTER('state', state, JOB_STATES));
+  if (state && !JOB_STATES.includes(state as JobState)) throw new InspectorInputError(BAD_FILTER('state', state, JOB_STATES));
 }
 
 /** A bounded scan's budget: absent for the default, else a whole number of jobs no larger than MAX_SCAN. */
