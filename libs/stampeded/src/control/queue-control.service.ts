@@ -11,7 +11,7 @@ import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/control
 import type { Duration } from '../interfaces/maintenance.interface.js';
 import { resolveControlConfig, validateQueuePolicy, type ControlConfig } from './control.config.js';
 import { ControlGate } from './control.gate.js';
-import { pauseExplained } from './queue-policy.tree.js';
+import { pauseExplained } from './queue-verdict.js';
 
 function toPolicy(r: Record<string, any>): QueuePolicyRow {
   return {

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { MaintenanceTask } from '../maintenance/maintenance-task.js';
 import { PLANNER_INPUTS, WRITE_VERDICTS } from '../sql/control.sql.js';
-import { decideVerdict, QUEUE_POLICY_TREE, type QueueFacts, type Verdict } from './queue-policy.tree.js';
+import { decideVerdict, type QueueFacts, type Verdict } from './queue-verdict.js';
 import type { ControlConfig } from './control.config.js';
 
 interface PlannerRow {
@@ -21,8 +21,8 @@ interface PlannerRow {
 }
 
 /**
- * The maintenance leader's planner: every plannerInterval, one behaviour tree
- * per policy row (queue-policy.tree.ts), and every verdict written in one
+ * The maintenance leader's planner: every plannerInterval, a verdict per
+ * policy row (decideVerdict, queue-verdict.ts), every one written in one
  * statement. It logs only when a verdict changes.
  */
 export class QueuePlanner implements MaintenanceTask {
@@ -52,7 +52,7 @@ export class QueuePlanner implements MaintenanceTask {
         pausedBy: row.paused_by,
         pauseReason: row.pause_reason,
       };
-      const decision = decideVerdict(facts, QUEUE_POLICY_TREE);
+      const decision = decideVerdict(facts);
       verdicts[row.queue] = { ...decision, running: row.running };
       if (decision.verdict !== row.verdict) this.logger.log(`planner: queue ${row.queue} ${row.verdict} -> ${decision.verdict} (${decision.reason})`);
     }

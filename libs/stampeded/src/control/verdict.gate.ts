@@ -1,4 +1,4 @@
-import type { Verdict } from './queue-policy.tree.js';
+import type { Verdict } from './queue-verdict.js';
 
 /** One row of READ_VERDICTS (sql/control.sql.ts). */
 export interface VerdictRow {

@@ -23,7 +23,7 @@ export const UPSERT_POLICY = sql(
  * resumed: the service, the dashboard and the CLI all write it with this
  * statement. Workers obey `paused` however old the verdict is (a dead planner
  * must not un-pause a queue). The verdict turns 'hold' at once, with $4 as
- * its reason (pauseExplained() in control/queue-policy.tree.ts), so that
+ * its reason (pauseExplained() in control/queue-verdict.ts), so that
  * every reader of verdicts agrees before the planner next runs. Pausing a
  * paused queue records the new who and why and keeps when it was paused.
  */

@@ -1,4 +1,4 @@
-import { decideVerdict, QUEUE_POLICY_TREE, type BehaviourNode, type QueueFacts } from './queue-policy.tree.js';
+import { decideVerdict, type QueueFacts } from './queue-verdict.js';
 
 const facts = (over: Partial<QueueFacts> = {}): QueueFacts => ({
   queue: 'q',
@@ -12,7 +12,7 @@ const facts = (over: Partial<QueueFacts> = {}): QueueFacts => ({
   ...over,
 });
 
-describe('the queue policy tree', () => {
+describe('the queue verdict', () => {
   it('is steady with no policy, and says so', () => {
     expect(decideVerdict(facts({ running: 3, headWaitSecs: 2 }))).toEqual({
       verdict: 'steady',
@@ -38,18 +38,5 @@ describe('the queue policy tree', () => {
   it("keeps an operator's pause above everything, with the operator's reason", () => {
     const d = decideVerdict(facts({ paused: true, pausedBy: 'ana', pauseReason: 'deploy', maxWaitSecs: 1, headWaitSecs: 99 }));
     expect(d).toEqual({ verdict: 'hold', reason: 'paused by ana: deploy' });
-  });
-
-  it('is data: another tree decides differently, and one that decides nothing leaves the queue steady', () => {
-    const rushFirst: BehaviourNode = {
-      selector: [
-        { sequence: [{ check: 'waitedTooLong' }, { decide: 'rush', branch: 'max_wait_secs' }] },
-        { sequence: [{ check: 'atMaxRunning' }, { decide: 'hold', branch: 'max_running' }] },
-      ],
-    };
-    const f = facts({ maxRunning: 1, running: 1, maxWaitSecs: 1, headWaitSecs: 5 });
-    expect(decideVerdict(f, rushFirst).verdict).toBe('rush');
-    expect(decideVerdict(f, QUEUE_POLICY_TREE).verdict).toBe('hold');
-    expect(decideVerdict(facts(), { selector: [{ check: 'paused' }] }).verdict).toBe('steady');
   });
 });
