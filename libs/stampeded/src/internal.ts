@@ -24,4 +24,4 @@ export { SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from './sql/schedules.sql.js';
 export { StampededConfigError } from './errors/stampeded.errors.js';
 export { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 export { CANCEL_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from './sql/workflows.sql.js';
-export { toWorkflow, toWorkflowSummary } from './queue/workflow.mapper.js';
+export { toWorkflow, toWorkflowSummary } from './workflows/workflow.mapper.js';

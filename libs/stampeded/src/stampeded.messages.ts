@@ -173,6 +173,23 @@ export const CATCH_ALL_HOLDS_QUEUE_JOBS = (queue: string) =>
   `Queue "${queue}" already has jobs in the catch-all partition, so it cannot get a partition of its own now. ` +
   `Let those jobs finish and be pruned, or register the queue before enqueueing to it.`;
 
+export const NOT_A_JOB_ID = (where: string, id: unknown) => `${where}: ${JSON.stringify(id)} is not a job id (a UUID). Pass the id enqueue() returned.`;
+
+export const OPTIONS_NOT_OBJECT = (where: string, shape: string) => `${where}: options must be an object ${shape}.`;
+
+export const ENQUEUE_MANY_NOT_ARRAY = (got: unknown) => `enqueueMany() takes an array of { task, args?, options? }, got ${typeof got}.`;
+
+export const ENQUEUE_MANY_JOB_NOT_OBJECT = (where: string) => `${where}: must be an object { task, args?, options? }.`;
+
+export const MANAGER_PER_JOB = (where: string, call: string) => `${where}: pass manager once, as ${call}, not per job.`;
+
+export const JSONB_OVER_LIMIT = (field: 'args' | 'meta', limit: number) =>
+  `enqueue: a job's ${field} is over the ${limit}-byte limit as PostgreSQL stores it (jsonb), though under it as JSON text; ` +
+  `store large payloads elsewhere and pass a reference. Nothing was inserted.`;
+
+export const DEDUP_TWIN_UNSETTLED = (count: number) =>
+  `enqueue: a duplicate's twin kept changing state under it (${count} job(s)); nothing was inserted for them. Try again.`;
+
 export const QUEUE_PARTITION_TAKEN = (queue: string, partition: string, owner: string) =>
   `Queue "${queue}" would use partition ${partition}, which already holds queue ${owner}. ` +
   `Queue names map to partition names with punctuation replaced by "_": rename one of the queues.`;
@@ -296,6 +313,19 @@ export const FLOW_CHILDREN_NOT_ARRAY = (where: string, path: string) =>
 
 export const WORKFLOW_NOT_FOUND = (id: string) =>
   `No workflow with id ${id}. It may have been pruned with its jobs, or the id belongs to a job: a job's workflow is in getWorkflow(id) of its workflow id.`;
+
+export const WORKFLOW_NOT_OBJECT = (where: string, shape: string, got: unknown) => `${where} takes ${shape}, got ${typeof got}.`;
+
+export const WORKFLOW_JOB_OPTION = (at: string, option: 'dedup' | 'orderingKey') =>
+  option === 'dedup'
+    ? `${at}: a workflow job takes no dedup: the workflow is enqueued whole or not at all.`
+    : `${at}: a workflow job takes no orderingKey: dependsOn orders the workflow, and a job of it waiting ahead in a key's order would hold the key.`;
+
+export const BATCH_CALLBACK_REQUIRED = (where: string) =>
+  `${where}: callback must be a job { task, args?, options?, name? } that runs when the batch has finished.`;
+
+export const BATCH_JOB_DEPENDS_ON = (where: string, index: number) =>
+  `${where}: job #${index} has dependsOn; a batch's jobs run independently. Use enqueueWorkflow() for dependencies.`;
 
 export const NOT_IN_WORKFLOW = (id: string, method: string) =>
   `ctx.${method}() in job ${id}: this job is not part of a workflow or batch, so it has nothing to read. ` +

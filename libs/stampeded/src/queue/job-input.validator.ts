@@ -1,6 +1,6 @@
 import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
-import { INVALID_OPTION, META_NOT_BUILT_BY_RUNTIME, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
+import { INVALID_OPTION, META_NOT_BUILT_BY_RUNTIME, NOT_A_JOB_ID, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import type { DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
 
@@ -101,6 +101,14 @@ function nonEmptyString(where: string, option: string, value: unknown, maxLength
     fail(where, option, 'contains a NUL character or an unpaired surrogate, which PostgreSQL text cannot store');
   }
   return value;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A job's (or a workflow's) id: a UUID, refused before it reaches a statement. */
+export function validateJobId(where: string, id: unknown): string {
+  if (typeof id !== 'string' || !UUID.test(id)) throw new InvalidJobError(NOT_A_JOB_ID(where, id));
+  return id;
 }
 
 /** A task's name as the schema stores it: what buildJobRow accepts for `task`. */

@@ -11,7 +11,7 @@ import {
   WORKFLOW_TOO_LARGE,
   WORKFLOW_UNKNOWN_DEPENDENCY,
 } from '../stampeded.messages.js';
-import { describe } from './job-input.validator.js';
+import { describe } from '../queue/job-input.validator.js';
 import type { FlowNode, WorkflowDependency, WorkflowJob } from '../interfaces/workflow.interface.js';
 
 /** The most jobs one workflow takes: one statement carries them all. */

@@ -1,0 +1,82 @@
+import type { Type } from '@nestjs/common';
+import type { TaskRegistry, ResolvedTask } from '../explorer/task.registry.js';
+import type { QueueRegistry } from './queue.registry.js';
+import type { JobColumnDefaults } from './job-column-defaults.js';
+import { buildJobRow, type JobRow } from './job-input.validator.js';
+import { InvalidJobError } from '../errors/stampeded.errors.js';
+import { INVALID_ARGS, OPTIONS_NOT_OBJECT } from '../stampeded.messages.js';
+import type { EnqueueOptions } from '../interfaces/job-options.interface.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
+import type { TaskHandler } from '../interfaces/task.interface.js';
+
+/** One job to enqueue, as enqueue(), enqueueMany() and the workflows take it. */
+export interface JobRequest {
+  task: string | Type<TaskHandler<any>>;
+  args?: unknown;
+  options?: EnqueueOptions;
+}
+
+/**
+ * The rows enqueue inserts, each validated before anything is written: the
+ * task resolved (TaskRegistry.resolve), its options layered over its queue's
+ * and the module's defaults and the table's column defaults, its args
+ * checked by the task's validate option.
+ */
+export class JobRowBuilder {
+  constructor(
+    private readonly tasks: TaskRegistry,
+    private readonly queues: QueueRegistry,
+    private readonly options: StampededModuleOptions,
+    private readonly columnDefaults: JobColumnDefaults,
+  ) {}
+
+  /**
+   * The rows of `jobs`, `where(i)` naming each in a refusal. An asynchronous
+   * args check is awaited for every job before the first refusal is
+   * thrown, so that none runs on after the call returns.
+   */
+  async build(jobs: readonly JobRequest[], where: (index: number) => string): Promise<JobRow[]> {
+    const checks: Promise<void>[] = [];
+    const rows = jobs.map((job, i) => {
+      const { row, task } = this.row(where(i), job);
+      const invalid = checkArgs(where(i), task, row);
+      if (invalid) checks.push(invalid);
+      return row;
+    });
+    if (checks.length) {
+      const refused = (await Promise.allSettled(checks)).find((check) => check.status === 'rejected');
+      if (refused) throw refused.reason;
+    }
+    return rows;
+  }
+
+  /** One job's row, its task resolved once for its defaults and for the check of its args. */
+  row(where: string, { task, args, options = {} }: JobRequest): { row: JobRow; task: ResolvedTask } {
+    if (options === null || typeof options !== 'object') throw new InvalidJobError(OPTIONS_NOT_OBJECT(where, '{ queue?, priority?, ... }'));
+    const resolved = this.tasks.resolve(task);
+    const queueName = options.queue ?? resolved.defaults.queue;
+    const queueDefaults = queueName ? (this.queues.get(queueName)?.defaultJobOptions ?? {}) : {};
+    const layers = [this.options.defaultJobOptions ?? {}, queueDefaults, resolved.defaults];
+    return { row: buildJobRow(where, resolved.name, args, options, layers, this.columnDefaults), task: resolved };
+  }
+}
+
+/**
+ * The task's validate option on the row's args, for a task that has one:
+ * throws at once when a synchronous check refuses them, or returns a
+ * promise that rejects when an asynchronous one does. Undefined when there
+ * is nothing to wait for. It checks the args as the row stores them, as
+ * JSON, which is what the worker checks again and the handler receives:
+ * a Date is a string by then, and a key whose value is undefined is gone.
+ */
+function checkArgs(where: string, task: ResolvedTask, row: JobRow): Promise<void> | undefined {
+  const validator = task.argsValidator;
+  if (!validator) return undefined;
+  const refuse = (issues: string[]) => {
+    if (issues.length) throw new InvalidJobError(INVALID_ARGS(where, row.task, issues));
+  };
+  const issues = validator.issues(JSON.parse(row.args));
+  if (!Array.isArray(issues)) return issues.then(refuse);
+  refuse(issues);
+  return undefined;
+}
