@@ -1,8 +1,8 @@
 import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { JOB_STATES, QueueService, StampededModule } from '@stampeded/nestjs';
+import { JOB_STATES, QueueService, StampededModule, type JobState } from '@stampeded/nestjs';
 import { StampededDashboardModule } from '@stampeded/dashboard';
-import type { TestDatabase } from '@stampeded/testing';
+import { expectEnqueued, type TestDatabase } from '@stampeded/testing';
 import { testDatabase } from '../support/test-app.js';
 import { cli } from '../support/cli.js';
 
@@ -122,6 +122,15 @@ describe('job states on every surface', () => {
     const api = await get('/api/jobs?queue=ledger&state=');
     expect(api.status).toBe(200);
     expect(((await api.json()) as { jobs: unknown[] }).jobs).toHaveLength(4);
+  });
+
+  it("count pending jobs as enqueued in @stampeded/testing's expectEnqueued(), and refuse a state the core does not have", async () => {
+    const found = await expectEnqueued(app, { queue: 'ledger', count: 4 });
+    expect(found.filter((j) => j.state === 'pending').map((j) => j.id)).toEqual(pending);
+    expect((await expectEnqueued(app, { queue: 'ledger', states: ['pending'] })).map((j) => j.id)).toEqual(pending);
+    await expect(expectEnqueued(app, { queue: 'ledger', states: ['waiting' as JobState] })).rejects.toThrow(
+      `expectEnqueued(): states must be some of ${JOB_STATES.join(', ')}; got "waiting".`,
+    );
   });
 
   it('cancel pending jobs, one from its page and every match of a filter, as the core allows', async () => {

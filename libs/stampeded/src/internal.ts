@@ -6,7 +6,7 @@ export { sql, qualify, quoteIdent } from './sql/statement.js';
 export type { Statement } from './sql/statement.js';
 export { StampededDatabase } from './database/stampeded-database.js';
 export { LeaderLease } from './maintenance/leader-lease.js';
-export { JOB_STATES, FINISHED_STATES } from './interfaces/job.interface.js';
+export { JOB_STATES, FINISHED_STATES, WAITING_STATES } from './interfaces/job.interface.js';
 export type { JobState } from './interfaces/job.interface.js';
 export { toJob } from './queue/job.mapper.js';
 export { taskNameOf } from './decorators/task-metadata.js';

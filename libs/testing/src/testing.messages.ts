@@ -21,3 +21,6 @@ export const NOT_A_DURATION = (got: string) =>
 
 export const NOT_ENQUEUED = (expected: string, matching: string, found: number, states: readonly string[], enqueued: string[]) =>
   `Expected ${expected} job(s) matching ${matching}, found ${found}. ` + `Enqueued (${states.join('/')}): ${enqueued.length ? enqueued.join('; ') : 'none'}.`;
+
+export const BAD_STATES = (where: string, got: string, states: readonly string[]) =>
+  `${where}: states must be some of ${states.join(', ')}; got ${JSON.stringify(got)}.`;

@@ -8,6 +8,13 @@ export const JOB_STATES: readonly JobState[] = ['pending', 'available', 'claimed
 /** The states a job does not leave by itself: a wait ends there, and a cancel does nothing. A retryable job is not finished. */
 export const FINISHED_STATES: ReadonlySet<JobState> = new Set<JobState>(['completed', 'discarded', 'cancelled']);
 
+/**
+ * The states of a job enqueued and not yet taken by a worker: waiting for
+ * its turn or its dependencies (pending), due or scheduled (available), or
+ * waiting to retry (retryable).
+ */
+export const WAITING_STATES: ReadonlySet<JobState> = new Set<JobState>(['pending', 'available', 'retryable']);
+
 export interface JobErrorEntry {
   at: string;
   attempt: number;

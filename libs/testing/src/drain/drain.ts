@@ -1,9 +1,9 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import type { Job, TaskClass } from '@stampeded/nestjs';
-import { StampededDatabase, taskNameOf, toJob } from '@stampeded/nestjs/internal';
+import type { Job, JobState, TaskClass } from '@stampeded/nestjs';
+import { JOB_STATES, StampededDatabase, taskNameOf, toJob, WAITING_STATES } from '@stampeded/nestjs/internal';
 import { WorkerOrchestrator, type DrainOptions, type DrainResult } from '@stampeded/nestjs/internal-runtime';
 import { ENQUEUED_SAMPLE, MATCHING_JOBS } from '../sql/jobs.sql.js';
-import { NOT_ENQUEUED } from '../testing.messages.js';
+import { BAD_STATES, NOT_ENQUEUED } from '../testing.messages.js';
 
 /**
  * Runs every due job of the app (or of one queue) to its outcome, one at a
@@ -21,8 +21,8 @@ export interface ExpectEnqueuedOptions {
   queue?: string;
   /** The job's args must contain these (a jsonb @> match). */
   args?: Record<string, unknown>;
-  /** Only jobs in these states. Default: available, retryable (pending). */
-  states?: string[];
+  /** Only jobs in these states. Default: every state of a job not yet taken by a worker (pending, available, retryable). */
+  states?: readonly JobState[];
   /** Exactly this many. Default: at least one. */
   count?: number;
 }
@@ -33,7 +33,9 @@ export interface ExpectEnqueuedOptions {
  */
 export async function expectEnqueued(app: INestApplicationContext, options: ExpectEnqueuedOptions): Promise<Job[]> {
   const db = app.get(StampededDatabase, { strict: false });
-  const states = options.states ?? ['available', 'retryable'];
+  const states = options.states ?? [...WAITING_STATES];
+  const unknown = states.find((s) => !JOB_STATES.includes(s));
+  if (unknown !== undefined) throw new Error(BAD_STATES('expectEnqueued()', unknown, JOB_STATES));
   const task = options.task === undefined ? undefined : taskNameOf(options.task);
   const rows = await db.query(MATCHING_JOBS, [states, task ?? null, options.queue ?? null, options.args ? JSON.stringify(options.args) : null]);
   const ok = options.count === undefined ? rows.length > 0 : rows.length === options.count;
