@@ -18,7 +18,8 @@ export { DEFAULT_RETRY_POLICY } from './worker/retry-policy.js';
 export { WorkerExitedError } from './isolation/process-task.runner.js';
 export { migrate } from './sql/migrations/migrate.js';
 export type { MigrateOptions, MigrateTarget } from './sql/migrations/migrate.js';
-export type { AppliedChanges, MigrationFile } from './sql/migrations/migrations.js';
+export type { AppliedChanges } from './sql/migrations/migrations.js';
+export type { MigrationFile } from './sql/migrations/migration-files.js';
 export { stampededMigrations } from './sql/migrations/typeorm-migrations.js';
 export {
   StampededConfigError,

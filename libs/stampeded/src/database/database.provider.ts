@@ -6,6 +6,7 @@ import { NO_DATA_SOURCE, SCHEMA_BEHIND, SCHEMA_NOT_MIGRATED, SEED_NOT_ADOPTED } 
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { assertSchemaName, assertServerVersion, pendingChanges } from '../sql/migrations/migrations.js';
 import { migrate } from '../sql/migrations/migrate.js';
+import { SEED_TABLES_PRESENT } from '../sql/migrations/runner.sql.js';
 import { StampededDatabase, type SessionSupport } from './stampeded-database.js';
 import { connectionSettingsOf } from './data-source-connection.js';
 import { dataSourceDependency } from './typeorm-token.js';
@@ -21,7 +22,7 @@ function poolConfigFrom(options: StampededModuleOptions, dataSource: DataSource 
 
 /** Whether the schema holds the seed's jobs table, as an install that no migration of ours recorded (another runtime's) does. */
 async function seedTablesIn(run: (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>, schema: string): Promise<boolean> {
-  const [row] = await run(`SELECT to_regclass(format('%I.stampeded_jobs', $1::text)) IS NOT NULL AS present`, [schema]);
+  const [row] = await run(SEED_TABLES_PRESENT, [schema]);
   return row.present === true;
 }
 

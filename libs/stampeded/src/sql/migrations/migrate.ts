@@ -2,7 +2,8 @@ import pg from 'pg';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { connectionSettingsOf } from '../../database/data-source-connection.js';
-import { applyMigrations, type AppliedChanges, type MigrationFile } from './migrations.js';
+import { applyMigrations, type AppliedChanges } from './migrations.js';
+import type { MigrationFile } from './migration-files.js';
 
 export interface MigrateOptions {
   /** The Postgres schema to install into; created when missing. Default: public. */

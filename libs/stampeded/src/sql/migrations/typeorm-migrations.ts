@@ -1,6 +1,8 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { createHash } from 'node:crypto';
-import { applyMigrations, loadFunctionFiles, MIGRATION_FILES, type SqlRunner } from './migrations.js';
+import { applyMigrations, type SqlRunner } from './migrations.js';
+import { loadFunctionFiles } from './function-files.js';
+import { MIGRATION_FILES } from './migration-files.js';
 import { MIGRATION_NOT_REVERSIBLE } from '../../stampeded.messages.js';
 
 function runnerOf(queryRunner: QueryRunner): SqlRunner {
