@@ -1,4 +1,4 @@
-import { JOB_STATES } from '@stampeded/nestjs/internal';
+import { FINISHED_STATES, JOB_STATES } from '@stampeded/nestjs/internal';
 import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
 import { ACTION_STATES } from '../inspector/job-actions.js';
 import type { JobPage } from '../inspector/job-inspector.js';
@@ -210,7 +210,7 @@ ${lastErrorView(job)}
 <h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p>${jsonView(job.checkpoint)}`}`;
   // A job still on its way (waiting, running: its progress moves) keeps its
   // page live; a finished one's page stays as it is.
-  const live = !['completed', 'discarded', 'cancelled'].includes(job.state);
+  const live = !FINISHED_STATES.has(job.state);
   return layout({ ...ctx, refreshSeconds: live ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
 }
 
