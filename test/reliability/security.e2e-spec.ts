@@ -50,7 +50,7 @@ describe('security: no SQL built from user input', () => {
     DEDUP_KEY: 'a constant SQL expression (sql/jobs.sql.ts)',
     INPUT_ROWS: 'a constant derived table reading the batch from $1 and $2 (sql/jobs.sql.ts)',
     INPUT_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',
-    CLAIMED_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',
+    CLAIMED_COLUMNS: 'a constant column list (sql/claim.sql.ts)',
     "INPUT_NAMES.join(', ')": 'the constant column names of INPUT_COLUMNS',
     INPUT_VALUES: 'the constant column names of INPUT_COLUMNS, each coalesced (sql/jobs.sql.ts)',
     PLAIN_COLUMNS: 'a constant column list (sql/jobs.sql.ts)',

@@ -343,6 +343,9 @@ export const CLAIM_CURSOR_ON = (queue: string, tookMs: number, taken: number) =>
 
 export const CLAIM_CURSOR_OFF = (queue: string) => `claims of queue "${queue}" are fast again: claiming from the head of the queue.`;
 
+export const LOST_CLAIMS_GIVEN_BACK = (count: number) =>
+  `giving back ${count} job(s) claimed by a statement whose answer was lost with its connection (they keep their attempt)`;
+
 export const LATE_STARTS_GIVEN_BACK = (queue: string, count: number, graceMs: number) =>
   `${count} job(s) of rate-limited queue "${queue}" could not start within ${graceMs} ms of their claim and were given back, ` +
   `without spending an attempt, to keep the limit where the handlers start. They used room in the window: ` +

@@ -31,6 +31,7 @@ export class ControlGate {
   /** Per queue, the rate limits of its claims (rateLimitClaimFor); null for none. */
   private readonly rateLimits = new Map<string, RateLimitClaim | null>();
   private readonly wakeListeners: ((queue: string) => void)[] = [];
+  private readonly readListeners: (() => void)[] = [];
   /** When the tenants were last read (Date.now()), and the read that arrivals asked for. */
   private tenantsReadAt = 0;
   private arrivalRead?: NodeJS.Timeout;
@@ -82,6 +83,7 @@ export class ControlGate {
       this.verdicts.apply(verdicts);
       this.breakers.apply(breakers, breakersReadStarted);
       this.fairness?.apply(tenants);
+      this.wasRead();
     } catch (err) {
       // Keep the last view: a database blip must not un-pause a queue or close a breaker.
       this.logger.warn(`queue control could not read the fleet's state (${(err as Error).message}); keeping the last view`);
@@ -160,12 +162,22 @@ export class ControlGate {
     this.tenantsReadAt = Date.now();
     try {
       this.fairness?.apply(await this.db.query<TenantRow>(READ_TENANTS, [this.workedQueues]));
+      this.wasRead();
     } catch (err) {
       this.logger.warn(`queue control could not read the tenants (${(err as Error).message}); keeping the last view`);
     } finally {
       this.arrivalRead = undefined;
     }
     this.wake(queue);
+  }
+
+  /** Called after each read of the fleet's state (verdicts, caps, tenants): what depends on them is decided again then. */
+  onRead(listener: () => void): void {
+    this.readListeners.push(listener);
+  }
+
+  private wasRead(): void {
+    for (const listener of this.readListeners) listener();
   }
 
   private wake(queue: string): void {
@@ -178,6 +190,11 @@ export class ControlGate {
    */
   tenantClaim(prefetch = 0): { tenants: string[]; perTenant: number } | undefined {
     return this.fairness?.claim(prefetch);
+  }
+
+  /** Whether more than one tenant has work: claims are then fair (tenantClaim()). Changes only when the tenants are read. */
+  tenantsCompete(): boolean {
+    return this.fairness?.competing() === true;
   }
 
   /** While tenants compete, the buffered job of the lowest rank starts first (FairnessGate.startRank). */

@@ -135,6 +135,11 @@ export class FairnessGate {
     return { fleet: this.fleet, running: this.runningByTenant, claimed: this.claimedByTenant };
   }
 
+  /** Whether more than one tenant has work, as last read: tenantClaim() answers a claim only then. */
+  competing(): boolean {
+    return competing(this.fleet).length >= 2;
+  }
+
   /** See tenantClaim(). */
   claim(prefetch = 0): { tenants: string[]; perTenant: number } | undefined {
     return tenantClaim(this.counts, this.claimedByTenant, this.fairness, this.concurrency, prefetch);

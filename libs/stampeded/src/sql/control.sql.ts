@@ -1,5 +1,4 @@
 import { sql } from './statement.js';
-import { CLAIMED_COLUMNS } from './jobs.sql.js';
 
 // Queue control: queue policies and verdicts, circuit breakers, tenant shares.
 // Durations travel as milliseconds, as in the maintenance statements.
@@ -165,22 +164,4 @@ export const READ_TENANTS = sql(
    SELECT coalesce(w.tenant_id, r.tenant_id) AS tenant_id, coalesce(r.n, 0) AS running, w.tenant_id IS NOT NULL AS waiting
      FROM (SELECT tenant_id FROM waiting WHERE tenant_id IS NOT NULL) w
      FULL JOIN running r ON r.tenant_id = w.tenant_id`,
-);
-
-export const CLAIM_FAIR = sql('control_claim_fair', `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_fair($1, $2, $3, $4, $5::text[], $6)`);
-
-/**
- * The claim of a queue with max_running or rate limits (stampeded_claim_limited):
- * $5 the rate-limit rules as JSON (null: none), $6 and $7 the fair claim's
- * tenants and share (null: the plain claim). A row with no job carries
- * held_ms: a full window frees a start after that long. counted_after_ms:
- * how long after the statement began the claim counted its windows (its
- * claimed_at), on the database's clock and rounded down, so that the worker
- * can place that moment on its own clock (StartGrace).
- */
-export const CLAIM_LIMITED = sql(
-  'control_claim_limited',
-  `SELECT ${CLAIMED_COLUMNS}, held_ms,
-          floor(extract(epoch FROM c.claimed_at - statement_timestamp()) * 1000)::float8 AS counted_after_ms
-     FROM (SELECT (l.job).*, l.held_ms FROM stampeded_claim_limited($1, $2, $3, $4, $5::jsonb, $6::text[], $7) l) c`,
 );

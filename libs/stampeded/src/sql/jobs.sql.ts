@@ -238,35 +238,6 @@ export const ENQUEUE_ONE_KEYS = [
 ] as const;
 
 /**
- * What a worker reads of a job it claimed (see toClaimedJob): not the columns
- * whose value the claim itself decides (state, claimed_by, claimed_at =
- * heartbeat_at, finished_at), that a job not yet completed has none of
- * (result), or that no worker reads (dedup_key, progress). Times come as
- * epoch milliseconds, and attempted_by as NULL when this claim is the only
- * entry: parsing timestamps and text arrays is a large part of what a no-op
- * job allocates in the worker (NOTES.md, "What the claim returns").
- */
-export const CLAIMED_COLUMNS = `id, queue, tenant_id, task, args, meta, priority, destination,
-          extract(epoch FROM scheduled_at)::float8 * 1000 AS scheduled_at, expire_seconds,
-          extract(epoch FROM heartbeat_at)::float8 * 1000 AS heartbeat_at, attempt, max_attempts,
-          CASE WHEN cardinality(attempted_by) = 1 THEN NULL ELSE attempted_by END AS attempted_by,
-          interruptions, max_interruptions, deferrals, max_deferrals, checkpoint,
-          extract(epoch FROM checkpoint_at)::float8 * 1000 AS checkpoint_at, checkpoint_seq, backoff_base_ms, backoff_max_ms,
-          backoff_base_wide_ms, dedup_scope, dedup_period, failure_kind, last_error, errors, dead_letter_queue, source_id, source_queue,
-          source_attempts, extract(epoch FROM inserted_at)::float8 * 1000 AS inserted_at, ordering_key`;
-
-/**
- * The worker's claim, functions/stampeded_claim_batch.sql; $5, when given,
- * the cursor in epoch milliseconds below which it reads nothing (see
- * ClaimCursor).
- */
-export const CLAIM_BATCH = sql(
-  'stampeded_claim_batch',
-  `SELECT ${CLAIMED_COLUMNS} FROM stampeded_claim_batch($1, $2, $3, $4,
-     CASE WHEN $5::float8 IS NULL THEN '-infinity'::timestamptz ELSE to_timestamp($5::float8 / 1000) END)`,
-);
-
-/**
  * The worker's batched completion, functions/stampeded_complete_many.sql. $5:
  * the jobs' results as a jsonb[] literal, or NULL when none of the batch has
  * one (see completionArrays).

@@ -33,14 +33,6 @@ export const OWNED_JOBS = sql(
   `SELECT count(*)::int AS n FROM stampeded_jobs WHERE claimed_by = $1 AND state IN ('claimed', 'executing')`,
 );
 
-/** Jobs this worker owns in the database, claimed after `$2` (see Worker.releaseUnknownClaims). */
-export const UNKNOWN_CLAIMS = sql(
-  'stampeded_unknown_claims',
-  `SELECT id::text AS id, queue, attempt FROM stampeded_jobs
-    WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
-      AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
-);
-
 /**
  * The client session whose snapshot is oldest in this database, when a
  * queue's claims turn slow: what keeps the claim index's dead entries from

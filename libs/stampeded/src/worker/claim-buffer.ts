@@ -84,6 +84,10 @@ export class ClaimBuffer {
   ids(): string[] {
     return this.jobs.map((j) => j.id);
   }
+
+  has(jobId: string): boolean {
+    return this.jobs.some((j) => j.id === jobId);
+  }
 }
 
 /** The claim index's order, (priority, scheduled_at); the sort is stable, so ties keep the claim's order. */

@@ -60,7 +60,7 @@ export class ClaimCursor {
     return this.after;
   }
 
-  /** In cursor mode, the cursor to claim from while a full claim runs beside it (sweep()); null outside it. */
+  /** In cursor mode, the cursor to claim from while a full claim runs beside it (SlowClaims.from()); null outside it. */
   current(): number | null {
     return this.after;
   }

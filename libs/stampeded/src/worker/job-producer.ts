@@ -2,15 +2,12 @@ import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ControlGate } from '../control/control.gate.js';
-import { CLAIM_BATCH } from '../sql/jobs.sql.js';
-import { CLAIM_FAIR, CLAIM_LIMITED } from '../sql/control.sql.js';
-import { OLDEST_SNAPSHOT, UNKNOWN_CLAIMS } from '../sql/workers.sql.js';
-import { CLAIM_CURSOR_HELD, CLAIM_CURSOR_OFF, CLAIM_CURSOR_ON } from '../stampeded.messages.js';
-import { toClaimedJob } from '../queue/job.mapper.js';
 import { AutoPrefetch } from './auto-prefetch.js';
 import { ClaimBuffer } from './claim-buffer.js';
-import { ClaimCursor } from './claim-cursor.js';
+import { Claimers, isOrderingRace, type ClaimAnswer } from './claimers.js';
+import { LostClaims } from './lost-claims.js';
 import { isConnectionError, type OutcomeRecorder } from './outcome-recorder.js';
+import { SlowClaims } from './slow-claims.js';
 import type { RunOutcome } from './job-executor.js';
 
 export interface ProducerConfig {
@@ -38,10 +35,6 @@ export interface JobRunner {
 
 /** Claim statements one worker runs at once. */
 const MAX_PARALLEL_CLAIMS = 2;
-/** A snapshot held this long when claims turn slow is named in a warning. */
-const HELD_SNAPSHOT_WARN_S = 5;
-/** At most one such warning per queue in this long. */
-const SLOW_CLAIMS_WARN_EVERY_MS = 60_000;
 
 /**
  * Keeps a worker supplied with jobs: claims them in batches into a small
@@ -69,23 +62,13 @@ export class JobProducer {
    * counted it in its rate limits' windows: its start grace counts from it (StartGrace).
    */
   private readonly claimCounted = new WeakMap<Job, number>();
-  /** Claim statements awaiting their answer. */
-  private claimsInFlight = 0;
-  /** A claim failed on its connection: it may have committed jobs that never reached us. */
-  private unknownClaimsPossible = false;
-  /** The latest claim time (database clock, ms) of any job a claim handed us. */
-  private lastClaimAt = 0;
+  /** Which claim each queue's claims go through (plain, fair, limited). */
+  private readonly claimers: Claimers;
+  private readonly lostClaims: LostClaims;
+  private readonly slowClaims: SlowClaims;
   private readonly emptyQueues = new Set<string>();
   /** Queues whose last claim brought nothing (claimMore()). */
   private readonly dryQueues = new Set<string>();
-  /** Where each queue's next claim starts (NOTES.md, "The claim cursor"). */
-  private readonly cursors = new Map<string, ClaimCursor>();
-  /** When this process last warned of a queue's slow claims (reportSlowClaims()). */
-  private readonly slowClaimsWarnedAt = new Map<string, number>();
-  /** Queues warned of, whose return to full claims is logged too. */
-  private readonly slowClaimsWarned = new Set<string>();
-  /** Full claims running beside the cursor claims, by queue (sweep()). */
-  private readonly sweeps = new Map<string, Promise<void>>();
   private readonly autoPrefetch: AutoPrefetch;
   /** Which buffered job may start now; undefined: the first. */
   private readonly startable?: (job: Job) => boolean;
@@ -97,17 +80,21 @@ export class JobProducer {
   private started = false;
   private pollTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
-  /** Per rate-limited queue: a claim when its full window frees a start. */
-  private readonly heldTimers = new Map<string, NodeJS.Timeout>();
   private claimFailures = 0;
 
   constructor(
-    private readonly db: StampededDatabase,
-    private readonly recorder: OutcomeRecorder,
+    db: StampededDatabase,
+    recorder: OutcomeRecorder,
     private readonly runner: JobRunner,
     private readonly config: ProducerConfig,
   ) {
     this.autoPrefetch = new AutoPrefetch(config.concurrency);
+    this.claimers = new Claimers(db, config.workerId, config.queues, config.control, () => this.prefetch(), {
+      wake: (queue) => this.wake(queue),
+      pollIntervalMs: config.pollIntervalMs,
+    });
+    this.lostClaims = new LostClaims(db, recorder, config.workerId, this.logger);
+    this.slowClaims = new SlowClaims(db, this.logger, (queue) => this.claimFull(queue));
     const gate = config.control;
     // A buffered job whose tenant is at its share waits here for one of that
     // tenant's running jobs to finish, and the next tenant's job goes first.
@@ -189,10 +176,9 @@ export class JobProducer {
     this.stopping = true;
     clearInterval(this.pollTimer);
     clearTimeout(this.retryTimer);
-    for (const timer of this.heldTimers.values()) clearTimeout(timer);
-    this.heldTimers.clear();
+    this.claimers.stop();
     await this.fetching;
-    await Promise.all(this.sweeps.values());
+    await this.slowClaims.settle();
     await Promise.all(this.buffer.takeAll().map((job) => this.runner.giveBack(job)));
   }
 
@@ -208,7 +194,7 @@ export class JobProducer {
    * arrival would wait for the flood's buffer to drain one share at a time.
    */
   private startableBuffered(): number {
-    if (!this.startable || !this.config.control?.tenantClaim(this.prefetch())) return this.buffer.length;
+    if (!this.startable || !this.claimers.tenantsCompete) return this.buffer.length;
     return this.buffer.count(this.startable);
   }
 
@@ -235,7 +221,7 @@ export class JobProducer {
 
   private async fetchLoop(): Promise<void> {
     try {
-      if (this.unknownClaimsPossible) await this.releaseUnknownClaims();
+      await this.lostClaims.giveBack((id) => this.runner.isRunning(id) || this.buffer.has(id));
       do {
         this.wakeRequested = false;
         while (!this.stopping) {
@@ -284,39 +270,11 @@ export class JobProducer {
     }
   }
 
-  /**
-   * A claim whose answer was lost with its connection (a restarted server, a
-   * cut connection) may have committed all the same: its jobs are ours in
-   * the database and unknown here, and would sit 'executing' until their
-   * expire_seconds (an hour by default); the fault suite's PostgreSQL
-   * restart checks it (test/reliability/chaos.e2e-spec.ts). Once the
-   * database answers and no claim is in flight, they are given back without
-   * spending an attempt. Only jobs claimed after the last one a claim handed
-   * us: a job we did receive, whose outcome may still be on its way, is
-   * never among them.
-   */
-  private async releaseUnknownClaims(): Promise<void> {
-    if (this.claimsInFlight > 0) return;
-    const rows = await this.db.query<{ id: string; queue: string; attempt: number }>(UNKNOWN_CLAIMS, [
-      this.config.workerId,
-      new Date(this.lastClaimAt).toISOString(),
-    ]);
-    this.unknownClaimsPossible = false;
-    const buffered = new Set(this.buffer.ids());
-    const unknown = rows.filter((r) => !this.runner.isRunning(r.id) && !buffered.has(r.id));
-    if (!unknown.length) return;
-    this.logger.warn(`giving back ${unknown.length} job(s) claimed by a statement whose answer was lost with its connection`);
-    await Promise.all(unknown.map((r) => this.recorder.release({ id: r.id, queue: r.queue, attempt: r.attempt } as Job)));
-  }
-
   /** Claims up to `limit` jobs of one queue into the buffer and starts what fits. */
   private async claimInto(queue: string, limit: number): Promise<void> {
-    const fair = this.config.control?.limited(queue) ? undefined : this.config.control?.tenantClaim(this.prefetch());
-    const jobs = await this.claim(queue, limit);
-    // A fair claim takes at most perTenant jobs of each tenant it names: one
-    // that took that many left no tenant short, and the queue is claimed
-    // again while tenants have room here, not at the next wake.
-    const most = fair ? Math.min(limit, fair.tenants.length * fair.perTenant) : limit;
+    const { jobs, most } = await this.claim(queue, limit);
+    // A claim that took the most it could is followed by another (a fair
+    // claim, while tenants have room here), not by the next wake.
     if (jobs.length === 0 || jobs.length < most) this.emptyQueues.add(queue);
     if (jobs.length === 0) this.dryQueues.add(queue);
     else this.dryQueues.delete(queue);
@@ -349,41 +307,14 @@ export class JobProducer {
     return this.config.queueConcurrency.has(queue) || this.config.control?.counted(queue) === true;
   }
 
-  private cursorOf(queue: string): ClaimCursor {
-    let cursor = this.cursors.get(queue);
-    if (!cursor) this.cursors.set(queue, (cursor = new ClaimCursor()));
-    return cursor;
-  }
-
-  /**
-   * The full claim that cursor mode still makes (ClaimCursor), run beside the
-   * claims from the cursor rather than in their place: it walks every dead
-   * entry a held snapshot keeps at the head of the claim index, and jobs due
-   * meanwhile are taken from the cursor instead of waiting for that walk.
-   * Its jobs join the buffer as a claim's do. Not for a capped queue, whose
-   * claims are counted one at a time.
-   */
-  private sweep(queue: string, cursor: ClaimCursor): void {
-    if (this.sweeps.has(queue)) return;
-    cursor.fullStarted();
-    const limit = Math.max(1, Math.min(this.config.claimBatchSize, this.room()));
-    const run = (async () => {
-      try {
-        const jobs = await this.claim(queue, limit, null, true);
-        if (this.stopping) {
-          await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
-          return;
-        }
-        this.buffer.add(queue, jobs);
-        this.startBuffered();
-      } catch (err) {
-        // The claims from the cursor go on; the next full claim is due as usual.
-        this.logger.debug(`a full claim of ${queue} failed: ${(err as Error)?.message ?? err}`);
-      } finally {
-        this.sweeps.delete(queue);
-      }
-    })();
-    this.sweeps.set(queue, run);
+  /** The full claim cursor mode makes beside the claims from the cursor (SlowClaims.from): its jobs join the buffer as a claim's do. */
+  private async claimFull(queue: string): Promise<void> {
+    const { jobs } = await this.claim(queue, Math.max(1, Math.min(this.config.claimBatchSize, this.room())), null, true);
+    if (this.stopping) await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
+    else {
+      this.buffer.add(queue, jobs);
+      this.startBuffered();
+    }
   }
 
   /**
@@ -391,111 +322,33 @@ export class JobProducer {
    * given, is the clock they are due by; `full` claims from the head of the
    * queue whatever the cursor says.
    */
-  async claim(queue: string, limit: number, now: Date | null = null, full = false): Promise<Job[]> {
-    if (limit <= 0) return [];
-    const workerId = this.config.workerId;
+  async claim(queue: string, limit: number, now: Date | null = null, full = false): Promise<ClaimAnswer> {
+    if (limit <= 0) return { jobs: [], most: 0 };
     // Before the statement is sent: the deadline errs early, never late.
     const sentAt = Date.now();
     const sentMono = performance.now();
-    // While tenants compete: a few jobs of each tenant with room here.
-    const fair = this.config.control?.tenantClaim(this.prefetch());
-    // A capped or rate-limited queue is claimed by the limited claim.
-    const limited = this.config.control?.limited(queue) === true;
-    // A claim on the database's clock may start from where the last ones
-    // ended (ClaimCursor); one on a test clock, a fair or a limited one, reads it all.
-    const cursor = fair || limited || now !== null ? undefined : this.cursorOf(queue);
-    let after = full ? null : (cursor?.next() ?? null);
-    if (cursor && !full && after === null && cursor.current() !== null && this.started && !this.isCapped(queue)) {
-      this.sweep(queue, cursor);
-      after = cursor.current();
-    }
-    let rows;
-    this.claimsInFlight++;
-    try {
-      if (limited) {
-        const rules = this.config.control!.rateRules(queue);
-        rows = await this.db.query(CLAIM_LIMITED, [queue, workerId, limit, now, rules, fair?.tenants ?? null, fair?.perTenant ?? null]);
-      } else if (fair) rows = await this.db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant]);
-      else rows = await this.db.query(CLAIM_BATCH, [queue, workerId, limit, now, after]);
-    } catch (err) {
-      if (isConnectionError(err)) this.unknownClaimsPossible = true;
-      throw err;
-    } finally {
-      this.claimsInFlight--;
-    }
-    if (limited) {
-      const held = rows.find((row) => row.id === null);
-      if (held) {
-        rows = rows.filter((row) => row.id !== null);
-        this.claimWhenFreed(queue, Number(held.held_ms));
-      }
-    }
-    const jobs = rows.map((row) => toClaimedJob(row, workerId));
-    if (cursor) {
-      let latestDue: number | null = null;
-      for (const job of jobs) if (latestDue === null || job.scheduledAt.getTime() > latestDue) latestDue = job.scheduledAt.getTime();
-      const at = performance.now();
-      const wasOn = cursor.current() !== null;
-      const tookMs = Date.now() - sentAt;
-      cursor.record({ after, limit, taken: jobs.length, latestDue, tookMs, at });
-      if (!wasOn && cursor.current() !== null) void this.reportSlowClaims(queue, tookMs, jobs.length);
-      else if (wasOn && cursor.current() === null) this.reportFastClaims(queue);
-    }
-    for (const [i, job] of jobs.entries()) {
+    const claimer = this.claimers.of(queue);
+    // A plain claim on the database's clock may start from where the last
+    // ones ended (SlowClaims); one on a test clock reads it all.
+    const cursored = claimer.cursored && now === null;
+    const after = cursored && !full ? this.slowClaims.from(queue, this.started && !this.isCapped(queue)) : null;
+    const answer = await this.lostClaims.track(() => claimer.claim(queue, limit, now, after));
+    if (cursored) this.slowClaims.record(queue, { after, limit, jobs: answer.jobs, tookMs: Date.now() - sentAt });
+    // The statement began after it was sent; a limited claim says how long after that it counted (CLAIM_LIMITED).
+    const countedAt = sentMono + (now === null ? Math.max(0, answer.countedAfterMs ?? 0) : 0);
+    for (const job of answer.jobs) {
       this.claimedLocally.set(job, sentAt);
-      // The statement began after it was sent; a limited claim says how long after that it counted (CLAIM_LIMITED).
-      this.claimCounted.set(job, sentMono + (now === null ? Math.max(0, Number(rows[i].counted_after_ms ?? 0)) : 0));
-      const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
-      if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
+      this.claimCounted.set(job, countedAt);
     }
-    this.config.control?.claimed(jobs);
-    return jobs;
-  }
-
-  /**
-   * Claims turned to the cursor. A snapshot held open for a while is worth
-   * an operator's warning, naming its session; slow claims without one (a
-   * busy machine) are not, and are only a debug line.
-   */
-  private async reportSlowClaims(queue: string, tookMs: number, taken: number): Promise<void> {
-    const last = this.slowClaimsWarnedAt.get(queue);
-    if (last !== undefined && performance.now() - last < SLOW_CLAIMS_WARN_EVERY_MS) return;
-    try {
-      const [holder] = await this.db.query<{ pid: number; application: string; state: string; seconds: number }>(OLDEST_SNAPSHOT);
-      if (holder && holder.seconds >= HELD_SNAPSHOT_WARN_S) {
-        this.slowClaimsWarnedAt.set(queue, performance.now());
-        this.slowClaimsWarned.add(queue);
-        this.logger.warn(CLAIM_CURSOR_HELD(queue, tookMs, taken, holder));
-        return;
-      }
-    } catch (err) {
-      this.logger.debug(`could not read pg_stat_activity: ${(err as Error)?.message ?? err}`);
-    }
-    this.logger.debug(CLAIM_CURSOR_ON(queue, tookMs, taken));
-  }
-
-  /** Claims left the cursor: said where the turn to it was. */
-  private reportFastClaims(queue: string): void {
-    if (this.slowClaimsWarned.delete(queue)) this.logger.log(CLAIM_CURSOR_OFF(queue));
-    else this.logger.debug(CLAIM_CURSOR_OFF(queue));
-  }
-
-  /** A full rate-limit window frees a start after `ms`: claim the queue again then, not at the next poll. */
-  private claimWhenFreed(queue: string, ms: number): void {
-    if (!this.started || this.stopping || this.heldTimers.has(queue)) return;
-    const delay = Math.max(1, Math.min(ms, this.config.pollIntervalMs));
-    const timer = setTimeout(() => {
-      this.heldTimers.delete(queue);
-      this.wake(queue);
-    }, delay);
-    timer.unref?.();
-    this.heldTimers.set(queue, timer);
+    this.lostClaims.received(answer.jobs);
+    this.config.control?.claimed(answer.jobs);
+    return answer;
   }
 
   private startBuffered(): void {
     // While tenants compete, each in its turn (ControlGate.startRank); otherwise in claim order.
     const control = this.config.control;
-    const rank = control?.tenantClaim(this.prefetch()) ? (job: Job) => control.startRank(job) : undefined;
+    const rank = control && this.claimers.tenantsCompete ? (job: Job) => control.startRank(job) : undefined;
     while (this.runner.runningCount < this.config.concurrency && this.buffer.length && !this.stopping) {
       const job = this.buffer.takeFirst(this.startable, rank);
       if (!job) break;
@@ -520,15 +373,4 @@ export class JobProducer {
     for (const queue of this.emptyQueues) if (!this.dryQueues.has(queue)) this.emptyQueues.delete(queue);
     this.fetch();
   }
-}
-
-/**
- * The unique index on a key's running job (stampeded_jobs_ordering_running_idx,
- * migration 11) refused a claim: another claim took a job of the same key at
- * the same instant. Named by its columns, as each partition's copy of the
- * index has a name of its own.
- */
-function isOrderingRace(err: unknown): boolean {
-  const { code, detail } = (err ?? {}) as { code?: string; detail?: string };
-  return code === '23505' && typeof detail === 'string' && detail.startsWith('Key (queue, ordering_key)=');
 }

@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { STAMPEDED_OPTIONS, DEFAULT_QUEUE, DEFAULT_POLL_INTERVAL_MS, POLL_ONLY_INTERVAL_MS } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
-import { CLAIM_BATCH, COMPLETE_MANY, COMPLETE_MANY_NOTIFY } from '../sql/jobs.sql.js';
+import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY } from '../sql/jobs.sql.js';
+import { CLAIM_BATCH } from '../sql/claim.sql.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
 import { JobEvents } from '../events/job-events.js';

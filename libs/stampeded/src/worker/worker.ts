@@ -61,8 +61,8 @@ export class Worker {
   }
 
   /** Claims up to `limit` due jobs of the queue without starting them: for drain(), which runs them one at a time. */
-  claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
-    return this.producer.claim(queue, limit, now);
+  async claim(queue: string, limit: number, now: Date | null = null): Promise<Job[]> {
+    return (await this.producer.claim(queue, limit, now)).jobs;
   }
 
   /** Runs one claimed job to its recorded outcome. */
