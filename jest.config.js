@@ -15,7 +15,7 @@ export default {
     '^@stampeded/dashboard/internal$': '<rootDir>/libs/dashboard/src/internal.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
-  testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/libs/**/src/**/*.spec.ts'],
+  testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/libs/**/src/**/*.spec.ts', '<rootDir>/apps/**/src/**/*.spec.ts'],
   globalSetup: '<rootDir>/test/setup/global-setup.mjs',
   globalTeardown: '<rootDir>/test/setup/global-teardown.mjs',
   testTimeout: 60_000,
