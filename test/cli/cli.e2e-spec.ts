@@ -354,13 +354,12 @@ describe('stampeded CLI', () => {
       expect(paused.code).toBe(0);
       expect(paused.stdout).toMatch(/^queue mail paused by .+: deploying$/m);
       let { rows } = await sql.query(`SELECT paused, paused_by, pause_reason, paused_at, verdict, reason FROM stampeded_queue_policies WHERE queue = 'mail'`);
-      expect(rows[0]).toMatchObject({ paused: true, paused_by: expect.any(String), pause_reason: 'deploying', verdict: 'hold' });
+      // The pause is its columns; the verdict is left to the planner.
+      expect(rows[0]).toMatchObject({ paused: true, paused_by: expect.any(String), pause_reason: 'deploying', reason: null });
       expect(rows[0].paused_at).toBeInstanceOf(Date);
-      expect(rows[0].reason).toBe(`paused by ${rows[0].paused_by}: deploying`);
       const status = await cli(url, ['status']);
       expect(status.stdout).toMatch(/\sVERDICT\s+PAUSED BY\s/);
       const line = status.stdout.split('\n').find((l) => l.startsWith('mail '))!;
-      expect(line).toContain(' hold ');
       expect(line).toContain(` ${rows[0].paused_by} `);
       expect((await cli(url, ['status', '--json'])).json().queues.find((q: any) => q.queue === 'mail')).toMatchObject({
         paused: true,

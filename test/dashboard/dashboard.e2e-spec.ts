@@ -2,7 +2,7 @@ import { Injectable, Module, type CanActivate, type ExecutionContext, type INest
 import { NestFactory } from '@nestjs/core';
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { QueueControlService, QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
+import { MaintenanceService, QueueControlService, QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
 import { DashboardConfigError, StampededDashboardModule } from '@stampeded/dashboard';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase, waitFor } from '../support/test-app.js';
@@ -251,19 +251,15 @@ describe('dashboard', () => {
         paused: true,
         paused_by: 'ops (dashboard)',
         pause_reason: 'migrating',
-        verdict: 'hold',
-        reason: 'paused by ops (dashboard): migrating',
       });
       expect((await (await get('/stampeded/api/queues')).json()).queues.find((q: any) => q.queue === 'mail')).toMatchObject({
-        verdict: 'hold',
         paused: true,
         pausedBy: 'ops (dashboard)',
         pauseReason: 'migrating',
         pausedAt: expect.any(String),
       });
       expect((await post('/stampeded/api/queues/mail/resume')).status).toBe(200);
-      expect((await sql.query(`SELECT verdict, paused, paused_by FROM stampeded_queue_policies WHERE queue = 'mail'`)).rows[0]).toEqual({
-        verdict: 'steady',
+      expect((await sql.query(`SELECT paused, paused_by FROM stampeded_queue_policies WHERE queue = 'mail'`)).rows[0]).toEqual({
         paused: false,
         paused_by: null,
       });
@@ -435,13 +431,10 @@ describe('dashboard', () => {
     it('is an operator hold that queue control recognises, and resuming lets the worker run the queue', async () => {
       expect((await post('/stampeded/api/queues/work/pause', { reason: 'incident 42' })).status).toBe(200);
       const control = app.get(QueueControlService);
-      expect(await control.policy('work')).toMatchObject({
-        verdict: 'hold',
-        paused: true,
-        pausedBy: 'ops (dashboard)',
-        pauseReason: 'incident 42',
-        reason: 'paused by ops (dashboard): incident 42',
-      });
+      expect(await control.policy('work')).toMatchObject({ paused: true, pausedBy: 'ops (dashboard)', pauseReason: 'incident 42' });
+      // The planner holds the paused queue, saying who paused it and why.
+      await app.get(MaintenanceService).run('planner');
+      expect(await control.policy('work')).toMatchObject({ verdict: 'hold', reason: 'paused by ops (dashboard): incident 42' });
       const { id } = await queue.enqueue('sync-order', { order: 7 });
       expect((await post('/stampeded/api/queues/work/resume')).status).toBe(200);
       expect((await control.policy('work'))?.paused).toBe(false);

@@ -164,7 +164,6 @@ describe('upgrading an install recorded under the earlier numbering', () => {
         pausedBy: null,
         pauseReason: null,
         pausedAt: null,
-        verdict: 'steady',
       });
     } finally {
       await app.close();

@@ -20,7 +20,7 @@ export { REDRIVE_PREVIEW, REDRIVE_BATCH } from './sql/dead-letters.sql.js';
 export { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, ORDERING_TO_BACK } from './sql/jobs.sql.js';
 export { CLAIM_BATCH } from './sql/claim.sql.js';
 export { eventsChannel } from './sql/notifications.sql.js';
-export { decideVerdict, pauseExplained } from './control/queue-verdict.js';
+export { decideVerdict } from './control/queue-verdict.js';
 export type { Decision, QueueFacts, Verdict } from './control/queue-verdict.js';
 export { PAUSE_QUEUE, RESUME_QUEUE } from './sql/control.sql.js';
 export { SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from './sql/schedules.sql.js';

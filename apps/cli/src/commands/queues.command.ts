@@ -23,7 +23,7 @@ export function registerQueues(program: Command): void {
     .argument('<queue>', 'the queue')
     .action((queue: string, _opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
-        const row = await inspector.resumeQueue(queue, operatorName(options.io.env));
+        const row = await inspector.resumeQueue(queue);
         emit(options, row, () => `queue ${queue} resumed`);
       }),
     );

@@ -194,7 +194,7 @@ export class DashboardApiController {
   @HttpCode(200)
   queueAction(@Param('queue') queue: string, @Param('action') action: string, @Req() request: DashboardRequest, @Body() body?: { reason?: string }) {
     if (action === 'pause') return this.inspector.pauseQueue(queue, operatorOf(request), typeof body?.reason === 'string' ? body.reason : undefined);
-    if (action === 'resume') return this.inspector.resumeQueue(queue, operatorOf(request));
+    if (action === 'resume') return this.inspector.resumeQueue(queue);
     throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
   }
 

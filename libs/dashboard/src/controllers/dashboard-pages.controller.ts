@@ -167,7 +167,7 @@ export class DashboardPagesController {
   @Redirect()
   async queueAction(@Req() request: DashboardRequest, @Param('queue') queue: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
     if (action === 'pause') await this.inspector.pauseQueue(queue, operatorOf(request));
-    else if (action === 'resume') await this.inspector.resumeQueue(queue, operatorOf(request));
+    else if (action === 'resume') await this.inspector.resumeQueue(queue);
     else throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
     return this.back(body);
   }

@@ -1,4 +1,4 @@
-import { JOB_STATES, PAUSE_QUEUE, pauseExplained, RESUME_QUEUE, type JobState } from '@stampeded/nestjs/internal';
+import { JOB_STATES, PAUSE_QUEUE, RESUME_QUEUE, type JobState } from '@stampeded/nestjs/internal';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../sql/queues.sql.js';
 import { THROUGHPUT } from '../sql/jobs.sql.js';
 import type { InspectorDatabase } from './inspector-database.js';
@@ -94,12 +94,12 @@ export class QueueInspector {
    * write one thing.
    */
   async pauseQueue(queue: string, by: string, why?: string): Promise<Record<string, unknown>> {
-    const [row] = await this.db.query(PAUSE_QUEUE, [queue, by, why || null, pauseExplained(by, why)]);
+    const [row] = await this.db.query(PAUSE_QUEUE, [queue, by, why || null]);
     return row;
   }
 
-  async resumeQueue(queue: string, by: string): Promise<Record<string, unknown>> {
-    const [row] = await this.db.query(RESUME_QUEUE, [queue, by]);
+  async resumeQueue(queue: string): Promise<Record<string, unknown>> {
+    const [row] = await this.db.query(RESUME_QUEUE, [queue]);
     return row;
   }
 }

@@ -50,8 +50,8 @@ export class StampededInspector {
     return this.queueInspector.pauseQueue(queue, by, why);
   }
 
-  resumeQueue(queue: string, by: string): Promise<Record<string, unknown>> {
-    return this.queueInspector.resumeQueue(queue, by);
+  resumeQueue(queue: string): Promise<Record<string, unknown>> {
+    return this.queueInspector.resumeQueue(queue);
   }
 
   // Jobs: job-inspector.ts, and the actions on them in job-actions.ts.

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { STAMPEDED_OPTIONS } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
@@ -11,7 +11,6 @@ import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/control
 import type { Duration } from '../interfaces/maintenance.interface.js';
 import { resolveControlConfig, validateQueuePolicy, type ControlConfig } from './control.config.js';
 import { ControlGate } from './control.gate.js';
-import { pauseExplained } from './queue-verdict.js';
 
 function toPolicy(r: Record<string, any>): QueuePolicyRow {
   return {
@@ -51,6 +50,7 @@ function toBreaker(r: Record<string, any>): Breaker {
 @Injectable()
 export class QueueControlService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   readonly config: ControlConfig;
+  private readonly logger = new Logger('Stampeded');
   private readonly gates = new Set<ControlGate>();
   private declared?: Promise<void>;
 
@@ -105,14 +105,16 @@ export class QueueControlService implements OnApplicationBootstrap, BeforeApplic
     requireName(by?.by, PAUSED_BY_REQUIRED('QueueControlService.pause()'));
     if (by.reason !== undefined && typeof by.reason !== 'string')
       throw new StampededConfigError(PAUSE_REASON_NOT_TEXT('QueueControlService.pause()', by.reason));
-    const [row] = await this.db.query(PAUSE_QUEUE, [queue, by.by, by.reason || null, pauseExplained(by.by, by.reason)]);
+    const [row] = await this.db.query(PAUSE_QUEUE, [queue, by.by, by.reason || null]);
     await this.refreshGates();
     return toPolicy(row);
   }
 
+  /** Ends a pause: workers claim from the queue again, this process's at once. `by` names who resumed it in the log. */
   async resume(queue: string, by: { by?: string } = {}): Promise<QueuePolicyRow> {
     requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.resume()'));
-    const [row] = await this.db.query(RESUME_QUEUE, [queue, by.by ?? 'an operator']);
+    const [row] = await this.db.query(RESUME_QUEUE, [queue]);
+    this.logger.log(`queue ${queue} resumed by ${by.by ?? 'an operator'}`);
     await this.refreshGates();
     return toPolicy(row);
   }

@@ -23,20 +23,16 @@ export interface Decision {
   reason: string;
 }
 
-/** The reason a paused queue's verdict gives. */
-export function pauseExplained(by: string | null, why: string | null | undefined): string {
-  return `paused by ${by ?? 'an operator'}${why ? `: ${why}` : ''}`;
-}
-
 /**
  * A queue's verdict, the first rule that applies deciding. Order is
- * priority: an operator's pause beats everything; a queue at its cap is held
+ * priority: an operator's pause beats everything (workers obey the pause
+ * itself; the verdict says so to whoever reads verdicts); a queue at its cap is held
  * even when its head waits too long (rushing it would only push it further
  * over); then a long wait rushes it; otherwise it is steady.
  */
 export function decideVerdict(f: QueueFacts): Decision {
   const wait = f.headWaitSecs === null ? 'no job due' : `head waited ${f.headWaitSecs.toFixed(1)}s`;
-  if (f.paused) return { verdict: 'hold', reason: pauseExplained(f.pausedBy, f.pauseReason) };
+  if (f.paused) return { verdict: 'hold', reason: `paused by ${f.pausedBy ?? 'an operator'}${f.pauseReason ? `: ${f.pauseReason}` : ''}` };
   if (f.maxRunning !== null && f.running >= f.maxRunning) {
     return { verdict: 'hold', reason: `max_running: ${f.running} claimed or executing, cap ${f.maxRunning}` };
   }

@@ -22,8 +22,9 @@ describe('the verdict a worker obeys', () => {
     expect(obeyedVerdict(row({ verdict: 'rush', decided_at: null }))).toBe('steady');
   });
 
-  it('is hold for an operator’s pause however old it is', () => {
-    expect(obeyedVerdict(row({ verdict: 'steady', paused: true, fresh: false, decided_at: null }))).toBe('hold');
+  it('leaves the pause to its own column: a paused queue has no room however old its verdict is', () => {
+    expect(obeyedVerdict(row({ verdict: 'steady', paused: true, fresh: false, decided_at: null }))).toBe('steady');
+    expect(queueRoom(toQueueView(row({ verdict: 'steady', paused: true, fresh: false, decided_at: null })))).toBe(0);
   });
 
   it('carries the pause and the cap into the view', () => {

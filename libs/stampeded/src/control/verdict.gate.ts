@@ -17,12 +17,12 @@ export interface QueueView {
 }
 
 /**
- * The verdict a worker obeys. A verdict older than the freshness window is
- * steady, so a dead planner degrades to round robin; an operator's pause is
- * not the planner's to lose, and holds however old it is.
+ * The planner's verdict as a worker obeys it: one older than the freshness
+ * window, or decided before the row last changed, is steady, so a dead
+ * planner degrades to round robin. The pause is not the planner's to lose:
+ * it is read from its own column, however old the verdict is (queueRoom).
  */
-export function obeyedVerdict(row: Pick<VerdictRow, 'verdict' | 'paused' | 'fresh' | 'decided_at'>): Verdict {
-  if (row.paused) return 'hold';
+export function obeyedVerdict(row: Pick<VerdictRow, 'verdict' | 'fresh' | 'decided_at'>): Verdict {
   return row.fresh === true && row.decided_at !== null ? row.verdict : 'steady';
 }
 
@@ -35,6 +35,7 @@ export function toQueueView(row: VerdictRow): QueueView {
  * queue with max_running is held by its claim (stampeded_claim_limited),
  * which counts the fleet's running jobs under a lock, so the planner's
  * 'hold' for max_running is for the dashboard: the claim's count is fresher.
+ * A 'hold' with no cap is a pause as a planner saw it, or another runtime's.
  */
 export function queueRoom(view: Pick<QueueView, 'paused' | 'verdict' | 'maxRunning'>): number {
   if (view.paused) return 0;

@@ -20,34 +20,32 @@ export const UPSERT_POLICY = sql(
 /**
  * An operator's pause ($2 who, $3 why or null), for the whole fleet until
  * resumed: the service, the dashboard and the CLI all write it with this
- * statement. Workers obey `paused` however old the verdict is (a dead planner
- * must not un-pause a queue). The verdict turns 'hold' at once, with $4 as
- * its reason (pauseExplained() in control/queue-verdict.ts), so that
- * every reader of verdicts agrees before the planner next runs. Pausing a
- * paused queue records the new who and why and keeps when it was paused.
+ * statement, and it is stored here alone, in the pause's columns. Workers
+ * obey `paused` at once and however old the verdict is (a dead planner must
+ * not un-pause a queue). The verdict is the planner's: it holds a paused
+ * queue from its next run (decideVerdict()). Pausing a paused queue records
+ * the new who and why and keeps when it was paused.
  */
 export const PAUSE_QUEUE = sql(
   'control_pause_queue',
-  `INSERT INTO stampeded_queue_policies AS p (queue, paused, paused_by, pause_reason, paused_at, verdict, reason, decided_at)
-   VALUES ($1, true, $2, $3, now(), 'hold', $4, now())
+  `INSERT INTO stampeded_queue_policies AS p (queue, paused, paused_by, pause_reason, paused_at)
+   VALUES ($1, true, $2, $3, now())
    ON CONFLICT (queue) DO UPDATE
       SET paused = true, paused_by = excluded.paused_by, pause_reason = excluded.pause_reason,
-          paused_at = CASE WHEN p.paused THEN p.paused_at ELSE now() END,
-          verdict = 'hold', reason = excluded.reason, decided_at = now(), updated_at = now()
+          paused_at = CASE WHEN p.paused THEN p.paused_at ELSE now() END, updated_at = now()
    RETURNING ${POLICY_COLUMNS}`,
 );
 
 /**
- * Ends a pause ($2: who, as the verdict's reason). The verdict is steady at
- * once, rather than the pause's hold until the planner next runs.
+ * Ends a pause. The verdict the planner decided while the queue was paused
+ * is older than this write, and no worker obeys it (READ_VERDICTS).
  */
 export const RESUME_QUEUE = sql(
   'control_resume_queue',
-  `INSERT INTO stampeded_queue_policies (queue, verdict, reason, decided_at)
-   VALUES ($1, 'steady', 'resumed by ' || $2::text, now())
+  `INSERT INTO stampeded_queue_policies (queue)
+   VALUES ($1)
    ON CONFLICT (queue) DO UPDATE
-      SET paused = false, paused_by = NULL, pause_reason = NULL, paused_at = NULL,
-          verdict = 'steady', reason = excluded.reason, decided_at = now(), updated_at = now()
+      SET paused = false, paused_by = NULL, pause_reason = NULL, paused_at = NULL, updated_at = now()
    RETURNING ${POLICY_COLUMNS}`,
 );
 
@@ -94,13 +92,17 @@ export const WRITE_VERDICTS = sql(
 /**
  * A worker's view of the verdicts on its queues. Freshness is judged by the
  * database's clock, so a worker with a drifting clock reads the same verdicts
- * as its neighbours. max_running tells the worker which queues to claim
- * through CLAIM_LIMITED, which counts the running jobs itself.
+ * as its neighbours. A verdict decided before an operator last wrote its row
+ * (a policy, a pause, a resume) is not fresh either: it was decided on what
+ * the row said before, and the planner decides again at its next run.
+ * max_running tells the worker which queues to claim through CLAIM_LIMITED,
+ * which counts the running jobs itself.
  */
 export const READ_VERDICTS = sql(
   'control_read_verdicts',
   `SELECT queue, verdict, max_running, decided_at, paused,
-          (decided_at IS NOT NULL AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh
+          (decided_at IS NOT NULL AND decided_at >= updated_at
+           AND decided_at > now() - make_interval(secs => $2::float8 / 1000)) AS fresh
      FROM stampeded_queue_policies p
     WHERE queue = ANY ($1::text[])`,
 );
