@@ -321,8 +321,8 @@ describe('schedules', () => {
     it.each([
       [{ cron: '0 25 * * *' }, /Schedule "bad": cron "0 25 \* \* \*" is not a valid cron expression/],
       [{ cron: '0 3 * * *', timezone: 'Mars/Olympus_Mons' }, /Schedule "bad": timezone "Mars\/Olympus_Mons" is not a known IANA time zone/],
-      [{ every: 0 }, /Schedule "bad": every must be a whole number of seconds greater than zero/],
-      [{ every: '-5m' }, /Schedule "bad": every must be a duration/],
+      [{ every: 0 }, /Schedule "bad": every must be a duration of at least 1 ms, got 0/],
+      [{ every: '-5m' }, /Schedule "bad": every must be milliseconds or a duration such as '90s'/],
       [{ cron: '0 3 * * *', every: '1h' }, /Schedule "bad": cron\/every are both set; give exactly one of them/],
       [{}, /Schedule "bad": cron\/every are both missing/],
     ])('upsert(%j)', async (rule, message) => {

@@ -25,6 +25,7 @@ export type { Decision, QueueFacts, Verdict } from './control/queue-verdict.js';
 export { PAUSE_QUEUE, RESUME_QUEUE } from './sql/control.sql.js';
 export { SET_SCHEDULE_PAUSED, TRIGGER_SCHEDULE } from './sql/schedules.sql.js';
 export { StampededConfigError } from './errors/stampeded.errors.js';
+export { durationMs } from './maintenance/maintenance.config.js';
 export { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 export { CANCEL_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from './sql/workflows.sql.js';
 export { toWorkflow, toWorkflowSummary } from './workflows/workflow.mapper.js';

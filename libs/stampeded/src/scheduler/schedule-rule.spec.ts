@@ -136,10 +136,12 @@ describe('validateSchedule', () => {
     [{ cron: '61 * * * *' }, /Schedule "nightly": cron "61 \* \* \* \*" is not a valid cron expression/],
     [{ cron: '* * *' }, /Schedule "nightly": cron .* is not a valid cron expression/],
     [{ cron: '0 3 * * *', timezone: 'Europe/Berlln' }, /Schedule "nightly": timezone "Europe\/Berlln" is not a known IANA time zone/],
-    [{ every: 0 }, /Schedule "nightly": every must be a whole number of seconds greater than zero/],
-    [{ every: -5 }, /Schedule "nightly": every must be a whole number of seconds greater than zero/],
-    [{ every: '0m' }, /Schedule "nightly": every must be a whole number of seconds greater than zero/],
-    [{ every: 'soon' }, /Schedule "nightly": every must be a duration/],
+    [{ every: 0 }, /Schedule "nightly": every must be a duration of at least 1 ms, got 0/],
+    [{ every: -5 }, /Schedule "nightly": every must be a duration of at least 1 ms, got -5/],
+    [{ every: '0m' }, /Schedule "nightly": every must be a duration of at least 1 ms, got "0m"/],
+    [{ every: 'soon' }, /Schedule "nightly": every must be milliseconds or a duration such as '90s'/],
+    [{ every: 90 }, /Schedule "nightly": every must be a whole number of seconds, got 90 \(a number is milliseconds: '90s' is 90 seconds\)/],
+    [{ every: '1500ms' }, /Schedule "nightly": every must be a whole number of seconds, got "1500ms"\.$/],
     [{ cron: '0 3 * * *', every: '1h' }, /Schedule "nightly": cron\/every are both set/],
     [{}, /Schedule "nightly": cron\/every are both missing/],
     [{ every: '1h', dstPolicy: 'wall_clock' }, /Schedule "nightly": dstPolicy is 'wall_clock', but an interval/],
@@ -150,9 +152,9 @@ describe('validateSchedule', () => {
     expect(() => validateSchedule({ ...base, ...extra } as never)).toThrow(message);
   });
 
-  it('parses durations', () => {
+  it('parses durations into seconds, a bare number as milliseconds as every duration option reads it', () => {
     expect(parseEvery('k', '1h30m')).toBe(5400);
     expect(parseEvery('k', '45s')).toBe(45);
-    expect(parseEvery('k', 90)).toBe(90);
+    expect(parseEvery('k', 90_000)).toBe(90);
   });
 });

@@ -3,6 +3,7 @@ import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY } from '../stampeded.constants.
 import { INVALID_SCHEDULE, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { toJsonObject, validateQueueName } from '../queue/job-input.validator.js';
+import { durationMs } from '../maintenance/maintenance.config.js';
 import type { DstPolicy, MissedPolicy, ScheduleDefinition } from '../interfaces/schedule.interface.js';
 import { endOfGap, instantsOf, isTimeZone, offsetAt, offsetsAround } from './time-zone.js';
 
@@ -31,28 +32,24 @@ export interface ValidatedSchedule extends ScheduleRule {
 export const SCHEDULE_OPTION_NAMES = ['cron', 'every', 'timezone', 'dstPolicy', 'missedPolicy', 'args', 'key', 'priority', 'tenantId', 'orderingKey'] as const;
 const DEFINITION_NAMES = [...SCHEDULE_OPTION_NAMES, 'task', 'queue', 'paused'] as const;
 
-const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
 const KEY_MAX_LENGTH = 200;
 
 function invalid(key: string, field: string, problem: string): never {
   throw new StampededConfigError(INVALID_SCHEDULE(key, field, problem));
 }
 
-/** `'1h30m'` -> 5400. Whole seconds only: the ledger and interval_secs count seconds. */
+/**
+ * `'1h30m'` -> 5400 seconds. Read as every duration option is (durationMs):
+ * a bare number is milliseconds. Whole seconds only: the ledger and
+ * interval_secs count seconds.
+ */
 export function parseEvery(key: string, every: unknown): number {
-  let seconds: number;
-  if (typeof every === 'number') {
-    seconds = every;
-  } else if (typeof every === 'string' && /^\s*(\d+\s*[smhd]\s*)+$/.test(every)) {
-    seconds = 0;
-    for (const [, n, unit] of every.matchAll(/(\d+)\s*([smhd])/g)) seconds += Number(n) * UNIT_SECONDS[unit];
-  } else {
-    invalid(key, 'every', `must be a duration such as '30s', '15m', '1h30m' or '1d', or a number of seconds, got ${JSON.stringify(every)}`);
+  const ms = durationMs('every', every, (field, problem) => INVALID_SCHEDULE(key, field, problem));
+  if (ms % 1000 !== 0) {
+    const bare = typeof every === 'number' ? ` (a number is milliseconds: '${every}s' is ${every} seconds)` : '';
+    invalid(key, 'every', `must be a whole number of seconds, got ${JSON.stringify(every)}${bare}`);
   }
-  if (!Number.isSafeInteger(seconds) || seconds <= 0) {
-    invalid(key, 'every', `must be a whole number of seconds greater than zero, got ${JSON.stringify(every)}`);
-  }
-  return seconds;
+  return ms / 1000;
 }
 
 const crons = new Map<string, Cron>();

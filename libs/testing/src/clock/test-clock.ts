@@ -1,7 +1,6 @@
 import type { StampededClock } from '@stampeded/nestjs';
+import { durationMs } from '@stampeded/nestjs/internal';
 import { NOT_A_DATE, NOT_A_DURATION } from '../testing.messages.js';
-
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /**
  * A clock that only moves when the test moves it. Give it to the module
@@ -34,16 +33,9 @@ export class TestClock implements StampededClock {
     return this.now();
   }
 
-  /** Moves forward by milliseconds or a duration such as '90s', '1h', '7d', '1h30m'. */
+  /** Moves forward by milliseconds or a duration such as '90s', '1h', '7d', '1h30m', read as the module's options are. */
   advance(by: number | string): Date {
-    let ms: number;
-    if (typeof by === 'number') ms = by;
-    else {
-      if (!/^\s*(\d+\s*(ms|s|m|h|d)\s*)+$/.test(by)) throw new Error(NOT_A_DURATION(by));
-      ms = 0;
-      for (const [, n, unit] of by.matchAll(/(\d+)\s*(ms|s|m|h|d)/g)) ms += Number(n) * UNIT_MS[unit];
-    }
-    this.current += ms;
+    this.current += typeof by === 'number' ? by : durationMs('TestClock.advance()', by, () => NOT_A_DURATION(by));
     return this.now();
   }
 }
