@@ -132,18 +132,18 @@ describe('rate limits', () => {
       rateLimits: { queues: { emails: { limit: 100, per: '1s' }, '*': { limit: 5, per: '1s' } }, tasks: { send: { limit: 2, per: '1m' } } },
     }).rateLimits;
     const emails = rateLimitClaimFor(config, 'emails')!;
-    expect(JSON.parse(emails.rules)).toEqual({ queue: { emails: { limit: 100, ms: 1050 } }, task: { send: { limit: 2, ms: 60_250 } } });
+    expect(JSON.parse(emails.rules)).toEqual({ queue: { emails: { limit: 100, ms: 1100 } }, task: { send: { limit: 2, ms: 60_250 } } });
     // A job may fall under either rule: it starts within the shorter grace.
-    expect(emails.startGraceMs).toBe(50);
+    expect(emails.startGraceMs).toBe(100);
     expect(JSON.parse(rateLimitClaimFor(config, 'other')!.rules)).toEqual({
-      queue: { other: { limit: 5, ms: 1050 } },
+      queue: { other: { limit: 5, ms: 1100 } },
       task: { send: { limit: 2, ms: 60_250 } },
     });
     expect(rateLimitClaimFor(resolveControlConfig({}).rateLimits, 'emails')).toBeNull();
   });
 
-  it('gives a start grace of 5% of the window, within its floor and ceiling', () => {
-    expect(startGraceMs(1000)).toBe(50);
+  it('gives a start grace of 10% of the window, within its floor and ceiling', () => {
+    expect(startGraceMs(1000)).toBe(100);
     expect(startGraceMs(100)).toBe(20);
     expect(startGraceMs(3_600_000)).toBe(250);
   });

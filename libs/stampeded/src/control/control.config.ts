@@ -189,12 +189,14 @@ function resolveRateLimits(options: unknown): RateLimitConfig {
  * from its jobs' grace. A job given back has counted in its window, which
  * errs on the safe side.
  *
- * The cost is throughput: a sustained rate of `limit` per ms + g. g is 5% of
- * the window (a rate 4.8% under the limit), at least minMs, which covers a
- * claim's round trip and the event loop on a busy host (a shorter window
- * pays more than 5%: 100 ms pays 17%), and at most maxMs.
+ * The cost is throughput: a sustained rate of `limit` per ms + g; and a job
+ * given back late spends its room in the window and a round trip. g is 10%
+ * of the window (a rate 9.1% under the limit), which a claim's round trip
+ * and a busy event loop seldom outlast (NOTES.md, "Rate limits at the
+ * handler's start"), at least minMs (a window of 100 ms pays 17%), and at
+ * most maxMs (a window of a minute pays 0.4%).
  */
-export const START_GRACE = { share: 0.05, minMs: 20, maxMs: 250 } as const;
+export const START_GRACE = { share: 0.1, minMs: 20, maxMs: 250 } as const;
 
 /** The start grace of a rate limit whose window is `windowMs` (see START_GRACE). */
 export function startGraceMs(windowMs: number): number {
