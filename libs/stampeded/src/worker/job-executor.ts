@@ -13,6 +13,7 @@ import { resultText } from './job-result.js';
 import { PROGRESS_INTERVAL_MS, ProgressReporter } from './progress-reporter.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import { StartGrace } from './start-grace.js';
+import { RunningJobs, type RunningJob } from './running-jobs.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
 import type { ArgsValidator } from '../queue/args-validator.js';
@@ -31,34 +32,6 @@ export interface ExecutorConfig {
 /** How a job run ended, as far as this worker knows. */
 export type RunOutcome = Extract<JobEventType, 'completed' | 'retrying' | 'discarded' | 'cancelled' | 'lost' | 'released'>;
 
-interface RunningJob {
-  job: Job;
-  /**
-   * Made on first use of the handler's signal. Most handlers never look at
-   * it, and an AbortController per job is a measurable share of a no-op
-   * job's cost (bench/RESULTS.md).
-   */
-  controller?: AbortController;
-  /** Set when the job was aborted before its signal was made. */
-  abortedWith?: Error;
-  startedAt: number;
-  settled: boolean;
-  /** Why the signal fired, when it did. */
-  abortReason?: 'timed_out' | 'cancelled' | 'lost' | 'shutdown';
-  /** When the job times out unless it touches (epoch ms). */
-  deadlineAt: number;
-  /** Made on the handler's first ctx.progress(): most never call it. */
-  progress?: ProgressReporter;
-  done: Promise<RunOutcome>;
-}
-
-/**
- * Deadlines are checked by one sweep over the running jobs, not by a timer
- * per job: arming and clearing a setTimeout for every job costs more than a
- * no-op job itself. A job times out at most this late.
- */
-const DEADLINE_SWEEP_MS = 100;
-
 /**
  * Runs claimed jobs, each to its recorded outcome: the handler's context,
  * its deadline and AbortSignal, the isolated process when the task asks for
@@ -68,13 +41,12 @@ const DEADLINE_SWEEP_MS = 100;
  */
 export class JobExecutor {
   private readonly logger = new Logger('Stampeded');
-  private readonly running = new Map<string, RunningJob>();
-  private sweepTimer?: NodeJS.Timeout;
+  private readonly running = new RunningJobs((entry) => void this.timeOut(entry));
   private readonly startGrace: StartGrace;
   /** What every job's context asks of its run (see RunContext). */
   private readonly runHooks: JobRunHooks<RunningJob> = {
-    signalOf: (entry) => this.signalOf(entry),
-    onAlive: (entry) => this.armDeadline(entry, Date.now()),
+    signalOf: (entry) => this.running.signalOf(entry),
+    onAlive: (entry) => this.running.armDeadline(entry, Date.now()),
     onLost: (entry, reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
     progress: (entry, text, value) => {
       // Its outcome is being recorded, or it was cancelled, timed out or lost.
@@ -84,7 +56,7 @@ export class JobExecutor {
         this.config.workerId,
         entry.job,
         {
-          onAlive: () => this.armDeadline(entry, Date.now()),
+          onAlive: () => this.running.armDeadline(entry, Date.now()),
           onLost: (reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
           onWritten: (progress) => {
             entry.job.progress = progress;
@@ -133,18 +105,16 @@ export class JobExecutor {
 
   /** This worker's running jobs of the queue. */
   runningIn(queue: string): number {
-    let n = 0;
-    for (const r of this.running.values()) if (r.job.queue === queue) n++;
-    return n;
+    return this.running.countIn(queue);
   }
 
   /** The jobs running here now. */
   runningJobs(): Job[] {
-    return [...this.running.values()].map((r) => r.job);
+    return this.running.all().map((r) => r.job);
   }
 
   isRunning(jobId: string): boolean {
-    return this.running.has(jobId);
+    return this.running.get(jobId) !== undefined;
   }
 
   /**
@@ -155,19 +125,7 @@ export class JobExecutor {
    * given back (StartGrace).
    */
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome> {
-    const entry: RunningJob = {
-      job,
-      controller: undefined,
-      startedAt: Date.now(),
-      settled: false,
-      deadlineAt: Infinity,
-      done: undefined as unknown as Promise<RunOutcome>,
-    };
-    this.running.set(job.id, entry);
-    if (!this.sweepTimer) {
-      this.sweepTimer = setInterval(() => this.sweepDeadlines(), DEADLINE_SWEEP_MS);
-      this.sweepTimer.unref?.();
-    }
+    const entry = this.running.add(job);
     this.events.emit('active', job);
     const tracer = this.config.tracer;
     const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, countedAt)) : this.run(entry, claimedAt, countedAt);
@@ -202,7 +160,7 @@ export class JobExecutor {
         return this.recordFailure(job, failure);
       }
     }
-    this.armDeadline(entry, claimedAt ?? Date.now());
+    this.running.armDeadline(entry, claimedAt ?? Date.now());
     if (task.argsValidator) {
       const invalid = await this.checkArgs(task.argsValidator, job);
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
@@ -254,7 +212,7 @@ export class JobExecutor {
   private invoke(task: RegisteredTask, job: Job, ctx: RunContext<RunningJob>, entry: RunningJob): Promise<unknown> {
     if (task.metadata.isolation === 'process') {
       if (!this.processRunner) throw new Error('isolation: process is not available in this worker');
-      return this.processRunner.run(task, job, ctx, this.signalOf(entry));
+      return this.processRunner.run(task, job, ctx, this.running.signalOf(entry));
     }
     return Promise.resolve(task.instance.handle(job.args, ctx));
   }
@@ -278,32 +236,6 @@ export class JobExecutor {
 
   // ---- deadlines and aborts ----
 
-  /** The handler's AbortSignal, made when first asked for. */
-  private signalOf(entry: RunningJob): AbortSignal {
-    if (!entry.controller) {
-      entry.controller = new AbortController();
-      if (entry.abortedWith) entry.controller.abort(entry.abortedWith);
-    }
-    return entry.controller.signal;
-  }
-
-  private abortSignal(entry: RunningJob, error: Error): void {
-    if (entry.controller) entry.controller.abort(error);
-    else entry.abortedWith ??= error;
-  }
-
-  private armDeadline(entry: RunningJob, from: number): void {
-    if (entry.settled) return;
-    entry.deadlineAt = from + entry.job.expireSeconds * 1000;
-  }
-
-  private sweepDeadlines(): void {
-    const now = Date.now();
-    for (const entry of this.running.values()) {
-      if (!entry.settled && entry.deadlineAt <= now) void this.timeOut(entry);
-    }
-  }
-
   private async timeOut(entry: RunningJob): Promise<void> {
     if (entry.settled) return;
     const { job } = entry;
@@ -322,7 +254,7 @@ export class JobExecutor {
     // No longer ours: nothing more of its progress is written. A timeout
     // still flushes it, before recording the failure.
     if (reason === 'cancelled' || reason === 'lost') entry.progress?.stop();
-    this.abortSignal(entry, error);
+    this.running.abort(entry, error);
     if (reason === 'lost') this.events.emit('lost', entry.job, { error: error.message });
   }
 
@@ -341,11 +273,11 @@ export class JobExecutor {
    * one job at once are worse than an interrupted one.
    */
   async interruptAll(message: string): Promise<void> {
-    const failures = [...this.running.values()].map((entry) => {
+    const failures = this.running.all().map((entry) => {
       const aborted = new JobAbortedError(message);
       entry.abortReason = 'lost';
       this.settle(entry);
-      this.abortSignal(entry, aborted);
+      this.running.abort(entry, aborted);
       return { entry, failure: { job: entry.job, error: aborted, kind: 'heartbeat_lost' } as HandlerFailure };
     });
     await Promise.all(
@@ -362,29 +294,19 @@ export class JobExecutor {
    * waits for the reaper.
    */
   async finishRunning(timeoutMs: number, abortGraceMs: number): Promise<void> {
-    await this.waitForRunning(timeoutMs);
-    const stragglers = [...this.running.values()];
+    await this.running.settledWithin(timeoutMs);
+    const stragglers = this.running.all();
     if (!stragglers.length) return;
     this.logger.warn(`shutdown: aborting ${stragglers.length} job(s) still running after ${timeoutMs} ms; they go back to the queue`);
     for (const entry of stragglers) {
       entry.abortReason = 'shutdown';
-      this.abortSignal(entry, new JobAbortedError('worker is shutting down'));
+      this.running.abort(entry, new JobAbortedError('worker is shutting down'));
     }
-    await this.waitForRunning(abortGraceMs);
-    for (const entry of [...this.running.values()]) {
+    await this.running.settledWithin(abortGraceMs);
+    for (const entry of this.running.all()) {
       this.settle(entry);
       await entry.progress?.flush();
       await this.giveBack(entry.job);
-    }
-  }
-
-  private async waitForRunning(timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.running.size && Date.now() < deadline) {
-      const pending = [...this.running.values()].map((r) => r.done);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))]);
-      clearTimeout(timer);
     }
   }
 
@@ -393,12 +315,8 @@ export class JobExecutor {
   private settle(entry: RunningJob): void {
     if (entry.settled) return;
     entry.settled = true;
-    this.running.delete(entry.job.id);
+    this.running.remove(entry);
     this.config.control?.settled(entry.job);
-    if (this.running.size === 0 && this.sweepTimer) {
-      clearInterval(this.sweepTimer);
-      this.sweepTimer = undefined;
-    }
     this.onSettled(entry.job);
   }
 
