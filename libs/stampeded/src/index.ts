@@ -73,6 +73,7 @@ export type {
   IndexDensity,
   PartitionHealth,
 } from './interfaces/maintenance.interface.js';
+export type { VacuumStanding } from './maintenance/vacuum-watch.js';
 export type {
   Schedule,
   ScheduleDefinition,

@@ -29,3 +29,7 @@ export { durationMs } from './maintenance/maintenance.config.js';
 export { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 export { CANCEL_WORKFLOW, GET_WORKFLOW, LIST_WORKFLOWS, WORKFLOW_JOBS } from './sql/workflows.sql.js';
 export { toWorkflow, toWorkflowSummary } from './workflows/workflow.mapper.js';
+export { VACUUM_HEALTH } from './sql/maintenance.sql.js';
+export { VacuumWatch, VACUUM_WARNINGS } from './maintenance/vacuum-watch.js';
+export type { VacuumStanding } from './maintenance/vacuum-watch.js';
+export { vacuumReading } from './maintenance/health-reporter.js';

@@ -20,7 +20,11 @@ export function registerHealth(program: Command): void {
           }
         }
         if (!health.maintenanceLeader) warnings.push('no process leads maintenance: dead workers are not reaped, nothing is pruned');
-        for (const v of health.vacuum) if (v.needs_vacuum) warnings.push(`${v.relname} needs vacuum: ${v.dead_tuples} dead tuples over ${v.live_tuples} live`);
+        // The core's rule: a table merely due is autovacuum's next round's work, not a warning.
+        for (const v of health.vacuum) {
+          if (v.standing === 'off')
+            warnings.push(`${v.relname} is not vacuumed: autovacuum is off for it, with ${v.dead_tuples} dead tuples over ${v.live_tuples} live`);
+        }
         for (const i of health.indexes)
           if (i.sparse) warnings.push(`index ${i.indexname} is sparse (${Number(i.per_page).toFixed(1)} entries a page): REINDEX CONCURRENTLY it`);
         const healthy = problems.length === 0;

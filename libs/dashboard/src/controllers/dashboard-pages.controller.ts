@@ -25,18 +25,8 @@ import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.i
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
 import type { BulkFilters } from '../inspector/job-actions.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
-import {
-  bulkConfirmPage,
-  errorsPage,
-  healthPage,
-  jobPage,
-  jobsPage,
-  queuesPage,
-  schedulesPage,
-  workersPage,
-  workflowPage,
-  workflowsPage,
-} from '../views/pages.view.js';
+import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowPage, workflowsPage } from '../views/pages.view.js';
+import { healthPage } from '../views/health.view.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 import { operatorOf, QUEUE_ACTIONS, runJobAction, SCHEDULE_ACTIONS } from './dashboard-api.controller.js';
 

@@ -1,10 +1,12 @@
-import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION, VACUUM_HEALTH } from '../sql/health.sql.js';
+import { VACUUM_HEALTH, VacuumWatch, vacuumReading } from '@stampeded/nestjs/internal';
+import { INDEX_DENSITY, MAINTENANCE_LEADER, PARTITION_HEALTH, SCHEMA_VERSIONS, SERVER_VERSION } from '../sql/health.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../sql/workers.sql.js';
 import type { InspectorDatabase } from './inspector-database.js';
 
 export interface InstallHealth {
   server: { version: string; num: number };
   migrations: { version: number; name: string; applied_at: Date }[];
+  /** The schema's vacuum health rows, each with its `standing` and `due_since` by the core's vacuum rule (VacuumWatch). */
   vacuum: Record<string, unknown>[];
   indexes: Record<string, unknown>[];
   partitions: Record<string, unknown>[];
@@ -14,6 +16,9 @@ export interface InstallHealth {
 
 /** The install itself: its server, schema, tables' health, and the workers that run against it. */
 export class InstallInspector {
+  /** This inspector's memory of when it first saw each table due: a dashboard's second look tells due from overdue. */
+  private readonly vacuumWatch = new VacuumWatch();
+
   constructor(private readonly db: InspectorDatabase) {}
 
   async health(): Promise<InstallHealth> {
@@ -25,7 +30,15 @@ export class InstallInspector {
       this.db.query(PARTITION_HEALTH),
       this.db.query<{ present: boolean }>(MAINTENANCE_LEADER, [this.db.schema]),
     ]);
-    return { server, migrations, vacuum, indexes, partitions, maintenanceLeader: leader.present };
+    const standings = this.vacuumWatch.observe(vacuum.map(vacuumReading));
+    return {
+      server,
+      migrations,
+      vacuum: vacuum.map((row, i) => ({ ...row, standing: standings[i].standing, due_since: standings[i].dueSince })),
+      indexes,
+      partitions,
+      maintenanceLeader: leader.present,
+    };
   }
 
   async workers(): Promise<{ workers: Record<string, unknown>[]; running: Record<string, unknown>[] }> {

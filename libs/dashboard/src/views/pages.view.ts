@@ -318,39 +318,6 @@ export function schedulesPage(ctx: PageContext, schedules: Record<string, any>[]
   return layout(ctx, '/schedules', 'Schedules', table(['key', 'queue', 'task', 'rule', 'next run', 'last run', 'state', ''], rows, 'no schedules'));
 }
 
-export function healthPage(ctx: PageContext, health: Record<string, any>): string {
-  const partitions = (health.partitions as Record<string, any>[]).map((p) => [
-    esc(p.partition),
-    esc(p.queue),
-    p.has_notify ? '<span class="ok">yes</span>' : '<span class="bad">missing</span>',
-    p.has_counts ? '<span class="ok">yes</span>' : '<span class="bad">missing</span>',
-  ]);
-  const vacuum = (health.vacuum as Record<string, any>[]).map((v) => [
-    esc(v.relname),
-    esc(v.live_tuples),
-    esc(v.dead_tuples),
-    esc(Number(v.dead_ratio).toFixed(3)),
-    v.needs_vacuum ? '<span class="bad">yes</span>' : 'no',
-    show(v.last_autovacuum),
-  ]);
-  const sparse = (health.indexes as Record<string, any>[])
-    .filter((i) => i.sparse)
-    .map((i) => [esc(i.indexname), esc(i.pages), esc(i.entries), esc(Number(i.per_page).toFixed(1))]);
-  const version = Math.max(0, ...(health.migrations as { version: number }[]).map((m) => Number(m.version)));
-  const leader = health.maintenanceLeader
-    ? '<span class="ok">a process leads maintenance</span>'
-    : '<span class="bad">no process leads maintenance: dead workers are not reaped, nothing is pruned</span>';
-  return layout(
-    ctx,
-    '/health',
-    'Health',
-    `<p>PostgreSQL ${esc(health.server.version)}, schema at migration ${version}; ${leader}.</p>
-<h2>Partitions</h2>${table(['partition', 'queue', 'notify trigger', 'counter trigger'], partitions)}
-<h2>Vacuum</h2>${table(['table', 'live', 'dead', 'dead ratio', 'needs vacuum', 'last autovacuum'], vacuum)}
-<h2>Sparse indexes</h2>${table(['index', 'pages', 'entries', 'per page'], sparse, 'none: every index is dense')}`,
-  );
-}
-
 export function errorPage(ctx: PageContext, status: number, message: string): string {
   return layout(ctx, '', status === 404 ? 'Not found' : 'Error', `<p class="bad">${esc(message)}</p>`);
 }

@@ -1,3 +1,5 @@
+import type { VacuumStanding } from '../maintenance/vacuum-watch.js';
+
 /** A duration: milliseconds, or a string such as '90s', '15m', '1h', '7d'. */
 export type Duration = number | string;
 
@@ -51,6 +53,18 @@ export interface VacuumHealth {
   autovacThreshold: number;
   needsVacuum: boolean;
   lastAutovacuum: Date | null;
+  /** The last vacuum by hand (VACUUM), or null. */
+  lastVacuum: Date | null;
+  /** Whether autovacuum visits this table: on for the server and for the table. */
+  autovacuumEnabled: boolean;
+  /**
+   * clean, due (autovacuum's next round vacuums it: nothing is wrong),
+   * overdue (due for three of autovacuum's rounds and not vacuumed) or off
+   * (due, and autovacuum never visits it). Only overdue and off are warnings.
+   */
+  standing: VacuumStanding;
+  /** Since when this process has seen it due, or null. */
+  dueSince: Date | null;
 }
 
 export interface IndexDensity {
@@ -74,8 +88,10 @@ export interface MaintenanceHealth {
   /** Whether this process is the maintenance leader. */
   leader: boolean;
   vacuum: VacuumHealth[];
-  /** Tables whose dead tuples are past autovacuum's own threshold. */
+  /** Tables whose dead tuples are past autovacuum's own threshold: due for autovacuum's next round, which is no fault by itself. */
   needsVacuum: string[];
+  /** Tables autovacuum is not reaching: overdue, or off for them. */
+  vacuumBehind: string[];
   indexes: IndexDensity[];
   /** Indexes of 128 pages or more holding fewer than 5 entries a page. */
   sparseIndexes: string[];

@@ -16,7 +16,8 @@ import { OrderingSweeper } from './ordering-sweeper.js';
 import { JobPruner } from './job-pruner.js';
 import { PartitionRepairer } from './partition-repairer.js';
 import { Reindexer } from './reindexer.js';
-import { takeHealthSnapshot, vacuumBehind } from './health-reporter.js';
+import { takeHealthSnapshot } from './health-reporter.js';
+import { VacuumWatch } from './vacuum-watch.js';
 import { QueuePlanner } from '../control/queue-planner.js';
 import { resolveControlConfig } from '../control/control.config.js';
 
@@ -41,6 +42,8 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
   /** Tasks whose slow runs spaced them out to twice their interval or more, and that have not been fast since. */
   private readonly spacedOut = new Set<MaintenanceTaskName>();
   private latestHealth?: MaintenanceHealth;
+  /** When this process first saw each table due for a vacuum: what tells due from overdue. */
+  private readonly vacuumWatch = new VacuumWatch();
 
   constructor(
     private readonly db: StampededDatabase,
@@ -58,11 +61,11 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
         intervalMs: this.config.healthIntervalMs,
         runOnce: async () => {
           const health = await this.health();
-          const behind = vacuumBehind(this.latestHealth, health);
+          const behind = health.vacuumBehind;
           this.latestHealth = health;
           if (behind.length || health.sparseIndexes.length || health.brokenPartitions.length) {
             this.logger.warn(
-              `health: not vacuumed since the last check though they need it [${behind.join(', ')}], ` +
+              `health: tables autovacuum is not reaching (overdue, or off for them) [${behind.join(', ')}], ` +
                 `sparse indexes [${health.sparseIndexes.join(', ')}], partitions missing triggers [${health.brokenPartitions.join(', ')}]`,
             );
           }
@@ -167,7 +170,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
 
   /** vacuum health, index density and partition triggers, as one report. */
   health(): Promise<MaintenanceHealth> {
-    return takeHealthSnapshot(this.db, this.isLeader);
+    return takeHealthSnapshot(this.db, this.isLeader, this.vacuumWatch);
   }
 
   /** Rebuilds a queue's counts from its jobs: after an UNLOGGED counters table was emptied by a crash, say. */

@@ -144,11 +144,23 @@ export const REPAIR_PARTITION = sql('maintenance_repair_partition', `SELECT stam
 
 export const RECOUNT_QUEUE = sql('maintenance_recount_queue', `SELECT stampeded_recount_queue($1)`);
 
+/**
+ * The schema's vacuum health, with what the vacuum rule (VacuumWatch) also
+ * reads: whether autovacuum is on for each table (the server's autovacuum
+ * and track_counts, and the table's own autovacuum_enabled), its last
+ * vacuum by hand, and autovacuum_naptime.
+ */
 export const VACUUM_HEALTH = sql(
   'maintenance_vacuum_health',
-  `SELECT relname, live_tuples::float8 AS live_tuples, dead_tuples::float8 AS dead_tuples, dead_ratio,
-          autovac_threshold, needs_vacuum, last_autovacuum
-     FROM stampeded_vacuum_health()`,
+  `SELECT h.relname, h.live_tuples::float8 AS live_tuples, h.dead_tuples::float8 AS dead_tuples, h.dead_ratio,
+          h.autovac_threshold, h.needs_vacuum, h.last_autovacuum, s.last_vacuum,
+          current_setting('autovacuum')::boolean AND current_setting('track_counts')::boolean
+            AND coalesce((SELECT o.option_value::boolean FROM pg_options_to_table(c.reloptions) o
+                           WHERE o.option_name = 'autovacuum_enabled'), true) AS autovacuum_enabled,
+          extract(epoch FROM current_setting('autovacuum_naptime')::interval)::float8 AS naptime_secs
+     FROM stampeded_vacuum_health() h
+     JOIN pg_class c ON c.relname = h.relname AND c.relnamespace = current_schema()::regnamespace
+     LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid`,
 );
 
 export const INDEX_DENSITY = sql(

@@ -1,0 +1,88 @@
+import { Module, type INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type pg from 'pg';
+import type { Browser, Page } from 'playwright-core';
+import { StampededModule, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { StampededDashboardModule } from '@stampeded/dashboard';
+import type { TestDatabase } from '@stampeded/testing';
+import { SCREENSHOTS, describeInChromium, openChromium } from '../support/chromium.js';
+import { sqlClient, testDatabase, waitFor } from '../support/test-app.js';
+
+// What a person finds at a first look, in Chromium: times people read, a
+// finished job's page that says the true thing of its result, and a health
+// page whose red means something is wrong.
+
+@Task('quick', { queue: 'look' })
+class Quick implements TaskHandler {
+  async handle() {}
+}
+
+@Task('doomed', { queue: 'look' })
+class Doomed implements TaskHandler {
+  async handle() {
+    throw new UnrecoverableError('the order was deleted');
+  }
+}
+
+@Task('stuck', { queue: 'look' })
+class Stuck implements TaskHandler {
+  async handle(_args: object, ctx: JobContext) {
+    await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+  }
+}
+
+describeInChromium('the dashboard at a first look', () => {
+  let db: TestDatabase;
+  let sql: pg.Client;
+  let app: INestApplication;
+  let base: string;
+  let browser: Browser;
+  let page: Page;
+
+  beforeAll(async () => {
+    db = await testDatabase();
+    @Module({
+      imports: [
+        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100 } }),
+        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'first-look' }, refreshSeconds: 0 }),
+      ],
+      providers: [Quick, Doomed, Stuck],
+    })
+    class FirstLookModule {}
+    app = await NestFactory.create(FirstLookModule, { logger: ['error'] });
+    await app.listen(0, '127.0.0.1');
+    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    sql = await sqlClient(db.url);
+    const opened = await openChromium({ username: 'ops', password: 'first-look' });
+    browser = opened.browser;
+    page = await opened.context.newPage();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await sql?.end();
+    await db?.drop();
+  });
+
+  it('marks in red only a table autovacuum does not reach, not one due for its next round', async () => {
+    await sql.query(`SELECT stampeded_create_queue('due'), stampeded_create_queue('neglected')`);
+    await sql.query(`ALTER TABLE stampeded_jobs_neglected SET (autovacuum_enabled = false)`);
+    for (const queue of ['due', 'neglected']) {
+      // As the demo's emails partition: a few hundred rows, most of them dead, and no vacuum yet.
+      await sql.query(`INSERT INTO stampeded_jobs_${queue} (queue, task) SELECT '${queue}', 'x' FROM generate_series(1, 400)`);
+      await sql.query(`DELETE FROM stampeded_jobs_${queue} WHERE ctid IN (SELECT ctid FROM stampeded_jobs_${queue} LIMIT 300)`);
+    }
+    await sql.query(`SELECT pg_stat_force_next_flush()`);
+    const rowOf = (relname: string) => page.locator('h2:text-is("Vacuum") + table tbody tr', { has: page.locator(`td:first-child:text-is("${relname}")`) });
+    await waitFor(async () => {
+      await page.goto(`${base}/stampeded/health`);
+      return (await rowOf('stampeded_jobs_neglected').textContent())?.includes('autovacuum is off');
+    }, 'the dead tuples in the statistics');
+    expect(await rowOf('stampeded_jobs_neglected').locator('.bad').count()).toBe(1);
+    // Due (or, if autovacuum was quick, already vacuumed): either way not a warning.
+    expect(await rowOf('stampeded_jobs_due').textContent()).toMatch(/due: autovacuum's next round vacuums it|not due/);
+    expect(await rowOf('stampeded_jobs_due').locator('.bad').count()).toBe(0);
+    await page.screenshot({ path: `${SCREENSHOTS}/health-vacuum.png`, fullPage: true });
+  });
+});
