@@ -2,7 +2,7 @@ import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type pg from 'pg';
 import type { Browser, Page } from 'playwright-core';
-import { StampededModule, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { QueueService, StampededModule, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { StampededDashboardModule } from '@stampeded/dashboard';
 import type { TestDatabase } from '@stampeded/testing';
 import { SCREENSHOTS, describeInChromium, openChromium } from '../support/chromium.js';
@@ -63,6 +63,25 @@ describeInChromium('the dashboard at a first look', () => {
     await app?.close();
     await sql?.end();
     await db?.drop();
+  });
+
+  const stateOf = async (id: string) => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0]?.state;
+
+  it("says of a discarded or cancelled job's result that it has none, not that one is coming", async () => {
+    const queue = app.get(QueueService);
+    const doomed = await queue.enqueue('doomed', {});
+    const stuck = await queue.enqueue('stuck', {});
+    await waitFor(async () => (await stateOf(doomed.id)) === 'discarded' && (await stateOf(stuck.id)) === 'executing', 'one discarded, one running');
+    await queue.cancel(stuck.id);
+    for (const [id, state] of [
+      [doomed.id, 'discarded'],
+      [stuck.id, 'cancelled'],
+    ]) {
+      await page.goto(`${base}/stampeded/jobs/${id}?queue=look`);
+      const said = (await page.textContent('h2:text-is("Result") + p'))!;
+      expect(said).not.toContain('none yet');
+      expect(said).toContain(`none: the job was ${state} without completing`);
+    }
   });
 
   it('marks in red only a table autovacuum does not reach, not one due for its next round', async () => {

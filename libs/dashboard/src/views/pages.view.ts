@@ -4,6 +4,7 @@ import { ACTION_STATES } from '../inspector/job-actions.js';
 import type { JobPage } from '../inspector/job-inspector.js';
 import type { QueueSummary, ThroughputBucket } from '../inspector/queue-inspector.js';
 import { throughputChart } from './chart.view.js';
+import { noResultText } from './job-result.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
@@ -190,12 +191,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
     ],
   ];
   const errors = (job.errors ?? []) as Record<string, unknown>[];
-  const result =
-    job.result != null
-      ? jsonView(job.result)
-      : job.state === 'completed'
-        ? '<p class="dim">none: the handler returned nothing, or its task does not store results</p>'
-        : '<p class="dim">none yet: stored when the job completes</p>';
+  const result = job.result != null ? jsonView(job.result) : `<p class="dim">${esc(noResultText(job.state))}</p>`;
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
 <h2>Result</h2>${result}
