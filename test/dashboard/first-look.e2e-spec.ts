@@ -67,6 +67,23 @@ describeInChromium('the dashboard at a first look', () => {
 
   const stateOf = async (id: string) => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0]?.state;
 
+  it('lists a finished job as how long ago it finished and how long it ran, the exact time in a <time> element', async () => {
+    const { id } = await app.get(QueueService).enqueue('quick', {});
+    await waitFor(async () => (await stateOf(id)) === 'completed', 'the job to complete');
+    await page.goto(`${base}/stampeded/jobs?queue=look`);
+    const row = page.locator('tbody tr', { has: page.locator(`a[href^="/stampeded/jobs/${id}"]`) });
+    const headers = (await page.locator('thead th').allTextContents()).map((h) => h.trim().toLowerCase());
+    const when = row.locator('td').nth(headers.indexOf('when'));
+    expect((await when.textContent())!.trim()).toMatch(/^(just now|\d+ s ago), ran \d+(\.\d)? (ms|s)$/);
+    const { rows } = await sql.query(`SELECT finished_at FROM stampeded_jobs WHERE id = $1`, [id]);
+    const time = when.locator('time');
+    expect(await time.getAttribute('datetime')).toBe(rows[0].finished_at.toISOString());
+    expect(await time.getAttribute('title')).toBe(rows[0].finished_at.toISOString());
+    // No raw timestamp left in the list.
+    expect(await page.textContent('main table')).not.toMatch(/\d{4}-\d\d-\d\dT/);
+    await page.screenshot({ path: `${SCREENSHOTS}/jobs-times.png`, fullPage: true });
+  });
+
   it("says of a discarded or cancelled job's result that it has none, not that one is coming", async () => {
     const queue = app.get(QueueService);
     const doomed = await queue.enqueue('doomed', {});

@@ -2,12 +2,12 @@ import { sql, type Statement } from '@stampeded/nestjs/internal';
 
 /** The columns a list row shows; the full row is for the detail page only. */
 const LIST_COLUMNS = `j.id::text AS id, j.queue, j.task, j.state, j.priority, j.attempt, j.max_attempts, j.tenant_id,
-       j.destination, j.scheduled_at, j.inserted_at, j.finished_at, j.failure_kind, left(j.last_error, 300) AS last_error,
+       j.destination, j.scheduled_at, j.inserted_at, j.claimed_at, j.finished_at, j.failure_kind, left(j.last_error, 300) AS last_error,
        j.source_queue, j.dead_letter_queue`;
 
 /** The same columns as the scan reads them: as stored, converted only for the rows a page keeps. */
 const SCANNED_COLUMNS = `j.id, j.queue, j.task, j.state, j.priority, j.attempt, j.max_attempts, j.tenant_id,
-       j.destination, j.scheduled_at, j.inserted_at, j.finished_at, j.failure_kind, j.last_error,
+       j.destination, j.scheduled_at, j.inserted_at, j.claimed_at, j.finished_at, j.failure_kind, j.last_error,
        j.source_queue, j.dead_letter_queue`;
 
 export interface JobFilters {

@@ -5,6 +5,7 @@ import type { JobPage } from '../inspector/job-inspector.js';
 import type { QueueSummary, ThroughputBucket } from '../inspector/queue-inspector.js';
 import { throughputChart } from './chart.view.js';
 import { noResultText } from './job-result.view.js';
+import { jobTimeView } from './time.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
@@ -74,8 +75,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
     `${esc(j.attempt)}/${esc(j.max_attempts)}`,
     show(j.tenant_id),
     show(j.destination),
-    show(j.scheduled_at),
-    show(j.finished_at),
+    jobTimeView(j),
     lastErrorCell(j.state, j.last_error),
   ]);
   const { after: _after, ...rest } = filters;
@@ -95,7 +95,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
       : `<p class="bulk">Every job matching this filter: ${BULK_LABELS.map(
           ([action, label]) => `<a class="button" href="${esc(`${ctx.base}/bulk/${action}${query(matching)}`)}">${label}…</a>`,
         ).join(' ')}</p>`;
-  const columns = ['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'scheduled', 'finished', 'last error'];
+  const columns = ['id', 'queue', 'task', 'state', 'attempt', 'tenant', 'destination', 'when', 'last error'];
   // An indexed listing refreshes itself; a bounded scan's page reads up to
   // its budget of rows each time, so it stays as it is.
   const live = { ...ctx, refreshSeconds: page.scan ? 0 : ctx.refreshSeconds };
