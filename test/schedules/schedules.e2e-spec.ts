@@ -321,7 +321,8 @@ describe('schedules', () => {
     it.each([
       [{ cron: '0 25 * * *' }, /Schedule "bad": cron "0 25 \* \* \*" is not a valid cron expression/],
       [{ cron: '0 3 * * *', timezone: 'Mars/Olympus_Mons' }, /Schedule "bad": timezone "Mars\/Olympus_Mons" is not a known IANA time zone/],
-      [{ every: 0 }, /Schedule "bad": every must be a duration of at least 1 ms, got 0/],
+      [{ every: 90 }, /Schedule "bad": every takes a duration with its unit, such as '90s' or '15m', got the number 90/],
+      [{ every: '0m' }, /Schedule "bad": every must be a duration of at least 1 ms, got "0m"/],
       [{ every: '-5m' }, /Schedule "bad": every must be milliseconds or a duration such as '90s'/],
       [{ cron: '0 3 * * *', every: '1h' }, /Schedule "bad": cron\/every are both set; give exactly one of them/],
       [{}, /Schedule "bad": cron\/every are both missing/],

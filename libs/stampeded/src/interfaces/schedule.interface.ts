@@ -18,8 +18,8 @@ export type MissedPolicy = 'once' | 'skip';
 export interface TaskScheduleOptions {
   /** A 5-field cron expression (minute hour day month weekday), or 6 fields with seconds first. */
   cron?: string;
-  /** An interval instead of a cron expression: `'15m'`, `'1h30m'`, `'45s'`, `'1d'`, or milliseconds (whole seconds), as every duration option. */
-  every?: Duration;
+  /** An interval instead of a cron expression, with its unit: `'15m'`, `'1h30m'`, `'45s'`, `'1d'` (whole seconds). */
+  every?: string;
   /** The IANA zone the cron expression is read in. Default `'UTC'`. */
   timezone?: string;
   /** Default `'instant'`. */

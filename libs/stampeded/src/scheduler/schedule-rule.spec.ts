@@ -136,11 +136,13 @@ describe('validateSchedule', () => {
     [{ cron: '61 * * * *' }, /Schedule "nightly": cron "61 \* \* \* \*" is not a valid cron expression/],
     [{ cron: '* * *' }, /Schedule "nightly": cron .* is not a valid cron expression/],
     [{ cron: '0 3 * * *', timezone: 'Europe/Berlln' }, /Schedule "nightly": timezone "Europe\/Berlln" is not a known IANA time zone/],
-    [{ every: 0 }, /Schedule "nightly": every must be a duration of at least 1 ms, got 0/],
-    [{ every: -5 }, /Schedule "nightly": every must be a duration of at least 1 ms, got -5/],
+    [{ every: 0 }, /Schedule "nightly": every takes a duration with its unit, such as '0s' or '15m', got the number 0/],
+    [
+      { every: 5000 },
+      /Schedule "nightly": every takes a duration with its unit, such as '5000s' or '15m', got the number 5000 \(0\.1\.0 read a number as seconds/,
+    ],
     [{ every: '0m' }, /Schedule "nightly": every must be a duration of at least 1 ms, got "0m"/],
     [{ every: 'soon' }, /Schedule "nightly": every must be milliseconds or a duration such as '90s'/],
-    [{ every: 90 }, /Schedule "nightly": every must be a whole number of seconds, got 90 \(a number is milliseconds: '90s' is 90 seconds\)/],
     [{ every: '1500ms' }, /Schedule "nightly": every must be a whole number of seconds, got "1500ms"\.$/],
     [{ cron: '0 3 * * *', every: '1h' }, /Schedule "nightly": cron\/every are both set/],
     [{}, /Schedule "nightly": cron\/every are both missing/],
@@ -152,9 +154,8 @@ describe('validateSchedule', () => {
     expect(() => validateSchedule({ ...base, ...extra } as never)).toThrow(message);
   });
 
-  it('parses durations into seconds, a bare number as milliseconds as every duration option reads it', () => {
+  it('parses durations into seconds', () => {
     expect(parseEvery('k', '1h30m')).toBe(5400);
     expect(parseEvery('k', '45s')).toBe(45);
-    expect(parseEvery('k', 90_000)).toBe(90);
   });
 });

@@ -44,11 +44,19 @@ function invalid(key: string, field: string, problem: string): never {
  * interval_secs count seconds.
  */
 export function parseEvery(key: string, every: unknown): number {
-  const ms = durationMs('every', every, (field, problem) => INVALID_SCHEDULE(key, field, problem));
-  if (ms % 1000 !== 0) {
-    const bare = typeof every === 'number' ? ` (a number is milliseconds: '${every}s' is ${every} seconds)` : '';
-    invalid(key, 'every', `must be a whole number of seconds, got ${JSON.stringify(every)}${bare}`);
+  // 0.1.0 read a bare number as seconds, and every other duration option
+  // reads one as milliseconds: `every: 5000` re-declared after an upgrade
+  // would fire a thousand times as often. A number is refused, saying why,
+  // rather than read either way.
+  if (typeof every === 'number') {
+    invalid(
+      key,
+      'every',
+      `takes a duration with its unit, such as '${every}s' or '15m', got the number ${every} (0.1.0 read a number as seconds, other duration options read one as milliseconds)`,
+    );
   }
+  const ms = durationMs('every', every, (field, problem) => INVALID_SCHEDULE(key, field, problem));
+  if (ms % 1000 !== 0) invalid(key, 'every', `must be a whole number of seconds, got ${JSON.stringify(every)}`);
   return ms / 1000;
 }
 
