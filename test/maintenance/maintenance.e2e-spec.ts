@@ -107,7 +107,8 @@ describe('maintenance', () => {
         .rows;
       expect(job).toMatchObject({ state: 'discarded', failure_kind: 'worker_missing', interruptions: 2, claimed_by: null });
       expect(job.finished_at).not.toBeNull();
-      expect(job.errors).toEqual([expect.objectContaining({ kind: 'worker_missing', attempt: 2 })]);
+      // The entry keeps the attempt's worker and start, as a failure's does (stampeded_push_error).
+      expect(job.errors).toEqual([expect.objectContaining({ kind: 'worker_missing', attempt: 2, worker: DEAD, started_at: expect.any(String) })]);
 
       const [viaReaper] = await letterOf(reaped);
       const [viaFail] = await letterOf(failed);

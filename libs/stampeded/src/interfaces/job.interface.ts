@@ -22,6 +22,10 @@ export interface JobErrorEntry {
   message: string;
   destination: string | null;
   exit_status: number | null;
+  /** When the attempt started (its claim); absent from entries an older version of the functions recorded. */
+  started_at?: string | null;
+  /** The worker that ran the attempt; absent likewise. */
+  worker?: string | null;
 }
 
 /**

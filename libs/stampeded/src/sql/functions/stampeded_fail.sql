@@ -5,7 +5,8 @@
 -- left behind, finds it no longer claimed, and records nothing. A job out of
 -- attempts (or unrecoverable) is discarded and, when it has a
 -- dead_letter_queue, copied there with its provenance; otherwise it is due
--- again after p_retry_delay_ms. The error joins the job's errors ring buffer.
+-- again after p_retry_delay_ms. The error joins the job's errors ring buffer
+-- (stampeded_push_error), with when the attempt started and its worker.
 -- A discarded workflow or keyed job releases the jobs waiting for it
 -- (stampeded_release_waiting) in the same transaction. A job that will be
 -- retried keeps its place in its key's line: nothing behind it moves.
@@ -59,20 +60,7 @@ BEGIN
            deferrals    = CASE WHEN v_refund THEN deferrals + 1 ELSE deferrals END,
            last_error   = left(p_error, 4000),
            error_fingerprint = stampeded_fingerprint(p_error),
-           errors = (
-               SELECT coalesce(jsonb_agg(e), '[]'::jsonb) FROM (
-                   SELECT e FROM jsonb_array_elements(
-                       errors || jsonb_build_object(
-                           'at',          now(),
-                           'attempt',     j.attempt,
-                           'kind',        p_kind,
-                           'message',     left(p_error, 1000),
-                           'destination', j.destination,
-                           'exit_status', p_exit_status
-                       )
-                   ) e OFFSET greatest(jsonb_array_length(errors) + 1 - 10, 0)
-               ) t
-           ),
+           errors = stampeded_push_error(errors, j.attempt, p_kind, p_error, j.destination, p_exit_status, j.claimed_at, j.claimed_by),
            scheduled_at = CASE
                             WHEN p_retry_delay_ms IS NULL THEN scheduled_at
                             ELSE now() + make_interval(secs => p_retry_delay_ms / 1000.0)

@@ -3,7 +3,7 @@
 -- does. Every terminal path ends the same way: the
 -- provenance copy (source_id, source_queue, source_attempts, max_attempts; its
 -- own dead_letter_queue NULL, so that a dead letter cannot loop), and an entry
--- in the errors ring buffer, so that "why did this run twice" is answered in
+-- in the errors ring buffer (stampeded_push_error), so that "why did this run twice" is answered in
 -- the job's own history and not only in last_error.
 --
 -- Also reaped: a job claimed by a worker whose row is gone altogether. The
@@ -44,20 +44,8 @@ LANGUAGE sql AS $$
                interruptions = j.interruptions + 1,
                last_error    = 'worker stopped heartbeating; job reclaimed',
                error_fingerprint = stampeded_fingerprint('worker stopped heartbeating; job reclaimed'),
-               errors = (
-                   SELECT coalesce(jsonb_agg(e), '[]'::jsonb) FROM (
-                       SELECT e FROM jsonb_array_elements(
-                           j.errors || jsonb_build_object(
-                               'at',          now(),
-                               'attempt',     j.attempt,
-                               'kind',        'worker_missing',
-                               'message',     'worker stopped heartbeating; job reclaimed',
-                               'destination', j.destination,
-                               'exit_status', NULL
-                           )
-                       ) e OFFSET greatest(jsonb_array_length(j.errors) + 1 - 10, 0)
-                   ) t
-               ),
+               errors = stampeded_push_error(j.errors, j.attempt, 'worker_missing', 'worker stopped heartbeating; job reclaimed',
+                                             j.destination, NULL, j.claimed_at, j.claimed_by),
                claimed_by   = NULL,
                claimed_at   = NULL,
                heartbeat_at = NULL,
