@@ -111,6 +111,15 @@ export class DashboardApiController {
     return job;
   }
 
+  /** What happened to the job: `{ job, timeline: { enqueuedAt, until, spans, dueAt, state, forgotten }, related }`. */
+  @Get('jobs/:id/history')
+  @Header('Cache-Control', 'no-store')
+  async history(@Param('id') id: string, @Query('queue') queue?: string) {
+    const found = await this.inspector.history(id, queue || undefined);
+    if (!found) throw new NotFoundException(JOB_NOT_FOUND(id));
+    return found;
+  }
+
   /**
    * Retries, cancels or discards the jobs matching the list's filters, in
    * bounded batches in SQL; `dryRun` answers how many it would change.

@@ -27,6 +27,7 @@ import type { BulkFilters } from '../inspector/job-actions.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
 import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowPage, workflowsPage } from '../views/pages.view.js';
 import { healthPage } from '../views/health.view.js';
+import { jobHistorySections } from '../views/job-history.view.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 import { operatorOf, QUEUE_ACTIONS, runJobAction, SCHEDULE_ACTIONS } from './dashboard-api.controller.js';
 
@@ -75,9 +76,10 @@ export class DashboardPagesController {
   @Get('jobs/:id')
   @HtmlPage()
   async job(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('id') id: string, @Query('queue') queue?: string) {
-    const job = await this.inspector.job(id, queue || undefined);
-    if (!job) throw new NotFoundException(JOB_NOT_FOUND(id));
-    return jobPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, job);
+    const found = await this.inspector.history(id, queue || undefined);
+    if (!found) throw new NotFoundException(JOB_NOT_FOUND(id));
+    const ctx = { ...this.context(request, response), refreshSeconds: this.options.refreshSeconds };
+    return jobPage(ctx, found.job, jobHistorySections(ctx, found));
   }
 
   /** A bulk action's confirmation: what it would change, counted now, and the button that does it. */

@@ -3,6 +3,8 @@ import type { InspectorDatabase } from './inspector-database.js';
 import { InstallInspector, type InstallHealth } from './install-inspector.js';
 import { JobActions, type ActionResult, type BulkFilters, type BulkResult } from './job-actions.js';
 import { JobInspector, type JobListOptions, type JobPage } from './job-inspector.js';
+import { attemptTimeline, type AttemptTimeline } from './attempt-timeline.js';
+import { RelatedJobsInspector, type RelatedJobs } from './related-jobs.js';
 import { MaintenanceActions, type PruneOptions, type RedriveOptions, type RedriveResult } from './maintenance-actions.js';
 import { QueueInspector, type QueueSummary, type ThroughputBucket } from './queue-inspector.js';
 import { ScheduleInspector } from './schedule-inspector.js';
@@ -18,6 +20,7 @@ import { WorkflowInspector } from './workflow-inspector.js';
 export class StampededInspector {
   private readonly queueInspector: QueueInspector;
   private readonly jobInspector: JobInspector;
+  private readonly relatedJobs: RelatedJobsInspector;
   private readonly jobActions: JobActions;
   private readonly scheduleInspector: ScheduleInspector;
   private readonly workflowInspector: WorkflowInspector;
@@ -27,6 +30,7 @@ export class StampededInspector {
   constructor(db: InspectorDatabase) {
     this.queueInspector = new QueueInspector(db);
     this.jobInspector = new JobInspector(db);
+    this.relatedJobs = new RelatedJobsInspector(db);
     this.jobActions = new JobActions(db);
     this.scheduleInspector = new ScheduleInspector(db);
     this.workflowInspector = new WorkflowInspector(db);
@@ -62,6 +66,21 @@ export class StampededInspector {
 
   job(id: string, queue?: string): Promise<Record<string, unknown> | null> {
     return this.jobInspector.job(id, queue);
+  }
+
+  /**
+   * What happened to a job: its attempts (attempt-timeline.ts) and the jobs
+   * one click away from it (related-jobs.ts); null when there is no such job.
+   */
+  async history(id: string, queue?: string): Promise<{ job: Record<string, unknown>; timeline: AttemptTimeline; related: RelatedJobs } | null> {
+    const job = await this.jobInspector.job(id, queue);
+    if (!job) return null;
+    return { job, ...(await this.jobHistory(job)) };
+  }
+
+  /** The attempts and related jobs of a job already read. */
+  async jobHistory(job: Record<string, unknown>): Promise<{ timeline: AttemptTimeline; related: RelatedJobs }> {
+    return { timeline: attemptTimeline(job), related: await this.relatedJobs.related(job) };
   }
 
   errors(options: { queue?: string; limit?: number } = {}): Promise<Record<string, unknown>[]> {

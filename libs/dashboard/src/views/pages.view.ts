@@ -153,7 +153,8 @@ export function bulkConfirmPage(ctx: PageContext, action: string, filters: Recor
   return layout(ctx, '/jobs', `${label} jobs`, body);
 }
 
-export function jobPage(ctx: PageContext, job: Record<string, any>): string {
+/** A job's page; `history` is what happened to it (its attempts and related jobs: job-history.view.ts), after its facts. */
+export function jobPage(ctx: PageContext, job: Record<string, any>, history = ''): string {
   const back = `${ctx.base}/jobs/${job.id}${query({ queue: job.queue })}`;
   const action = (name: string, label: string) => actionButton(ctx, `/actions/jobs/${job.id}/${name}${query({ queue: job.queue })}`, label, back);
   const actions = [
@@ -194,6 +195,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>): string {
   const result = job.result != null ? jsonView(job.result) : `<p class="dim">${esc(noResultText(job.state))}</p>`;
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
+${history}
 <h2>Result</h2>${result}
 ${lastErrorView(job)}
 <h2>Error history</h2>${table(
