@@ -109,9 +109,13 @@ describeInChromium('the dashboard at a first look', () => {
       await sql.query(`INSERT INTO stampeded_jobs_${queue} (queue, task) SELECT '${queue}', 'x' FROM generate_series(1, 400)`);
       await sql.query(`DELETE FROM stampeded_jobs_${queue} WHERE ctid IN (SELECT ctid FROM stampeded_jobs_${queue} LIMIT 300)`);
     }
-    await sql.query(`SELECT pg_stat_force_next_flush()`);
+    // PostgreSQL 15 and later flush a session's statistics on request; 14
+    // sends them as the session goes idle, at most every half second, so the
+    // wait below keeps this session busy.
+    await sql.query(`DO $$ BEGIN IF to_regproc('pg_stat_force_next_flush') IS NOT NULL THEN PERFORM pg_stat_force_next_flush(); END IF; END $$`);
     const rowOf = (relname: string) => page.locator('h2:text-is("Vacuum") + table tbody tr', { has: page.locator(`td:first-child:text-is("${relname}")`) });
     await waitFor(async () => {
+      await sql.query('SELECT 1');
       await page.goto(`${base}/stampeded/health`);
       return (await rowOf('stampeded_jobs_neglected').textContent())?.includes('autovacuum is off');
     }, 'the dead tuples in the statistics');
