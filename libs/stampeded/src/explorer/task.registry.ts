@@ -12,7 +12,8 @@ import {
 } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { taskMetadataOf, taskNameOf } from '../decorators/task-metadata.js';
-import { describe, jobOptionsOf, validateJobOptions, JOB_OPTION_NAMES } from '../queue/job-input.validator.js';
+import { describe, jobOptionsOf, validateJobOptions } from '../queue/job-input.validator.js';
+import { JOB_OPTION_NAMES } from '../queue/job-columns.js';
 import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
 import type { JobOptions } from '../interfaces/job-options.interface.js';
 import type { RetryPolicy } from '../interfaces/retry-policy.interface.js';

@@ -2,29 +2,12 @@ import type { Provider } from '@nestjs/common';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { JOB_COLUMN_DEFAULTS } from '../stampeded.constants.js';
-import { READ_JOB_COLUMN_DEFAULTS } from '../sql/jobs.sql.js';
+import { READ_JOB_COLUMN_DEFAULTS } from '../sql/enqueue.sql.js';
+import { DEFAULTED_COLUMNS, type DefaultedOption } from './job-columns.js';
 import { UNREADABLE_COLUMN_DEFAULT } from '../stampeded.messages.js';
 
-/** What a job gets for each option it does not set, at any layer: the jobs table's column defaults. */
-export interface JobColumnDefaults {
-  priority: number;
-  expireSeconds: number;
-  maxAttempts: number;
-  backoffBaseMs: number;
-  backoffMaxMs: number;
-  maxInterruptions: number;
-  maxDeferrals: number;
-}
-
-const COLUMNS: Record<keyof JobColumnDefaults, string> = {
-  priority: 'priority',
-  expireSeconds: 'expire_seconds',
-  maxAttempts: 'max_attempts',
-  backoffBaseMs: 'backoff_base_ms',
-  backoffMaxMs: 'backoff_max_ms',
-  maxInterruptions: 'max_interruptions',
-  maxDeferrals: 'max_deferrals',
-};
+/** What a job gets for each option it does not set, at any layer: the jobs table's column defaults (JOB_COLUMNS' `default`). */
+export type JobColumnDefaults = Record<DefaultedOption, number>;
 
 /** A default as pg_get_expr prints a constant: `25`, `'25'::smallint`, `(-1)`. */
 export function parseIntegerDefault(expression: string): number | undefined {
@@ -33,10 +16,13 @@ export function parseIntegerDefault(expression: string): number | undefined {
 }
 
 export async function readJobColumnDefaults(db: StampededDatabase): Promise<JobColumnDefaults> {
-  const rows = await db.query<{ name: string; expression: string }>(READ_JOB_COLUMN_DEFAULTS, [`${db.quotedSchema()}.stampeded_jobs`, Object.values(COLUMNS)]);
+  const rows = await db.query<{ name: string; expression: string }>(READ_JOB_COLUMN_DEFAULTS, [
+    `${db.quotedSchema()}.stampeded_jobs`,
+    DEFAULTED_COLUMNS.map((c) => c.column),
+  ]);
   const byColumn = new Map(rows.map((r) => [r.name, r.expression]));
   const defaults = {} as JobColumnDefaults;
-  for (const [option, column] of Object.entries(COLUMNS) as [keyof JobColumnDefaults, string][]) {
+  for (const { column, default: option } of DEFAULTED_COLUMNS) {
     const expression = byColumn.get(column);
     const value = expression === undefined ? undefined : parseIntegerDefault(expression);
     if (value === undefined) throw new StampededConfigError(UNREADABLE_COLUMN_DEFAULT(db.schema, column, expression));

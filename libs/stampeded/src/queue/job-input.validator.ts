@@ -1,5 +1,6 @@
 import { DEFAULT_QUEUE, LIMITS, RUNTIME_META_KEY } from '../stampeded.constants.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
+import { ENQUEUE_OPTION_NAMES, JOB_OPTION_NAMES } from './job-columns.js';
 import { INVALID_OPTION, META_NOT_BUILT_BY_RUNTIME, NOT_A_JOB_ID, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import type { DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
@@ -31,26 +32,12 @@ export interface JobRow {
   ordering_key: string | null;
 }
 
-export const JOB_OPTION_NAMES = [
-  'queue',
-  'priority',
-  'maxAttempts',
-  'expireSeconds',
-  'backoff',
-  'maxInterruptions',
-  'maxDeferrals',
-  'deadLetterQueue',
-  'removeOnComplete',
-] as const;
-
 /** The job options among a task's @Task() options: what its jobs take as defaults. */
 export function jobOptionsOf(options: JobOptions): JobOptions {
   const picked: Record<string, unknown> = {};
   for (const name of JOB_OPTION_NAMES) if (options[name] !== undefined) picked[name] = options[name];
   return picked as JobOptions;
 }
-
-export const ENQUEUE_OPTION_NAMES = [...JOB_OPTION_NAMES, 'runAt', 'delayMs', 'tenantId', 'destination', 'meta', 'dedup', 'orderingKey', 'manager'] as const;
 
 const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;

@@ -1,6 +1,6 @@
 import { buildJobRow } from './job-input.validator.js';
 import { rowsToJson, rowToParameters } from './job-row.serializer.js';
-import { ENQUEUE_ONE_KEYS } from '../sql/jobs.sql.js';
+import { ENQUEUE_ONE_KEYS } from '../sql/enqueue.sql.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
 import type { EnqueueOptions } from '../interfaces/job-options.interface.js';
 

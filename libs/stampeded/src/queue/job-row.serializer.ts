@@ -1,31 +1,8 @@
 import type { JobRow } from './job-input.validator.js';
-import { ENQUEUE_ONE_KEYS } from '../sql/jobs.sql.js';
+import { ENQUEUE_ONE_KEYS } from '../sql/enqueue.sql.js';
+import { JOB_COLUMNS, JSON_COLUMNS } from './job-columns.js';
 
-/** The columns of a JobRow, args and meta (JSON text) first. */
-const ROW_KEYS = [
-  'args',
-  'meta',
-  'queue',
-  'task',
-  'tenant_id',
-  'priority',
-  'destination',
-  'run_at',
-  'delay_ms',
-  'expire_seconds',
-  'max_attempts',
-  'backoff_base_ms',
-  'backoff_max_ms',
-  'max_interruptions',
-  'max_deferrals',
-  'dedup_scope',
-  'dedup_period',
-  'dead_letter_queue',
-  'remove_on_complete',
-  'backoff_base_wide_ms',
-  'ordering_key',
-] as const satisfies readonly (keyof JobRow)[];
-const JSON_KEYS: ReadonlySet<keyof JobRow> = new Set(['args', 'meta']);
+const ROW_KEYS = JOB_COLUMNS.map((c) => c.column);
 
 /**
  * The enqueue statements' two parameters: every row's own values, and the
@@ -47,7 +24,7 @@ export function rowsToJson(rows: JobRow[], ids?: string[], extra?: string[]): [r
     else own.push(key);
   }
   const member = (key: keyof JobRow, value: JobRow[keyof JobRow]) =>
-    `"${key}":${JSON_KEYS.has(key) || typeof value !== 'string' ? value : JSON.stringify(value)}`;
+    `"${key}":${JSON_COLUMNS.has(key) || typeof value !== 'string' ? value : JSON.stringify(value)}`;
   const parts = new Array<string>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];

@@ -5,7 +5,7 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { DEDUP_TWIN_UNSETTLED, JSONB_OVER_LIMIT } from '../stampeded.messages.js';
 import { LIMITS } from '../stampeded.constants.js';
-import { ENQUEUE, ENQUEUE_KEYED, ENQUEUE_ONE, ENQUEUE_PLAIN, ENQUEUE_PLAIN_KEYED } from '../sql/jobs.sql.js';
+import { ENQUEUE, ENQUEUE_KEYED, ENQUEUE_ONE, ENQUEUE_PLAIN, ENQUEUE_PLAIN_KEYED } from '../sql/enqueue.sql.js';
 import type { Statement } from '../sql/statement.js';
 import type { EnqueueResult } from '../interfaces/job-options.interface.js';
 import type { JobRow } from './job-input.validator.js';

@@ -7,8 +7,8 @@ import { InvalidJobError, StampededConfigError } from '../errors/stampeded.error
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { QueueRegistry } from '../queue/queue.registry.js';
-import { buildJobRow } from '../queue/job-input.validator.js';
-import type { JobOptions } from '../interfaces/job-options.interface.js';
+import { JobRowBuilder } from '../queue/job-row.builder.js';
+import { SETTING_COLUMNS } from '../queue/job-columns.js';
 import {
   GET_SCHEDULE,
   LIST_OCCURRENCES,
@@ -46,14 +46,16 @@ export class SchedulesService {
   readonly config: SchedulesConfig;
   private readonly firer: ScheduleFirer;
   private readonly clock?: StampededClock;
+  private readonly jobRows: JobRowBuilder;
 
   constructor(
     private readonly db: StampededDatabase,
     private readonly tasks: TaskRegistry,
-    private readonly queues: QueueRegistry,
+    queues: QueueRegistry,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
-    @Inject(JOB_COLUMN_DEFAULTS) private readonly columnDefaults: JobColumnDefaults,
+    @Inject(JOB_COLUMN_DEFAULTS) columnDefaults: JobColumnDefaults,
   ) {
+    this.jobRows = new JobRowBuilder(tasks, queues, options, columnDefaults);
     this.config = resolveSchedulesConfig(options.schedules);
     this.clock = options.clock;
     this.firer = new ScheduleFirer(db, this.config, this.clock);
@@ -109,39 +111,17 @@ export class SchedulesService {
 
   /**
    * The options a job of this task gets when enqueued by hand -- module,
-   * queue and task defaults, in that order -- as the columns the schedule's
-   * jobs are inserted with. A task this process does not declare gets the
-   * module's and the queue's.
+   * queue and task defaults, in that order, as JobRowBuilder layers them --
+   * as the columns the schedule's jobs are inserted with: the settings of
+   * JOB_COLUMNS, and the ordering key when there is one. A task this process
+   * does not declare gets the module's and the queue's.
    */
   private jobOptionsFor(key: string, task: string, queue: string, orderingKey?: string): string {
-    const declared = this.tasks.get(task)?.metadata;
-    const taskDefaults: JobOptions = declared
-      ? {
-          maxAttempts: declared.maxAttempts,
-          expireSeconds: declared.expireSeconds,
-          backoff: declared.backoff,
-          maxInterruptions: declared.maxInterruptions,
-          maxDeferrals: declared.maxDeferrals,
-          deadLetterQueue: declared.deadLetterQueue,
-          removeOnComplete: declared.removeOnComplete,
-        }
-      : {};
-    const { queue: _moduleQueue, priority: _modulePriority, ...moduleDefaults } = this.options.defaultJobOptions ?? {};
-    const { queue: _queueQueue, priority: _queuePriority, ...queueDefaults } = this.queues.get(queue)?.defaultJobOptions ?? {};
     // The key is checked as enqueue() checks it: the same refusals, naming the schedule.
-    const row = buildJobRow(`Schedule "${key}"`, task, {}, { queue, orderingKey }, [moduleDefaults, queueDefaults, taskDefaults], this.columnDefaults);
-    return JSON.stringify({
-      expire_seconds: row.expire_seconds,
-      max_attempts: row.max_attempts,
-      backoff_base_ms: row.backoff_base_ms,
-      backoff_base_wide_ms: row.backoff_base_wide_ms,
-      backoff_max_ms: row.backoff_max_ms,
-      max_interruptions: row.max_interruptions,
-      max_deferrals: row.max_deferrals,
-      dead_letter_queue: row.dead_letter_queue,
-      remove_on_complete: row.remove_on_complete,
-      ...(row.ordering_key === null ? {} : { ordering_key: row.ordering_key }),
-    });
+    const { row } = this.jobRows.row(`Schedule "${key}"`, { task, options: { queue, orderingKey } });
+    const stored: Record<string, unknown> = Object.fromEntries(SETTING_COLUMNS.map((column) => [column, row[column]]));
+    if (row.ordering_key !== null) stored.ordering_key = row.ordering_key;
+    return JSON.stringify(stored);
   }
 
   private taskQueue(task: string): string {

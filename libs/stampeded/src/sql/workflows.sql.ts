@@ -1,5 +1,11 @@
 import { sql } from './statement.js';
-import { jobInputRows, ORDERING_POSITION, PLAIN_COLUMNS, SCHEDULED_AT } from './jobs.sql.js';
+import { jobInputRows, PLAIN_COLUMNS, PLAIN_VALUES } from './enqueue.sql.js';
+
+/** The workflow's jobs as the plain enqueue reads them, each with its name in the workflow and how many jobs it waits for. */
+const WORKFLOW_INPUT = jobInputRows([
+  { column: 'step', type: 'text' },
+  { column: 'deps_pending', type: 'integer' },
+]);
 
 /**
  * A whole workflow in one statement (migration 13, workflows): its row, its
@@ -20,7 +26,7 @@ export const ENQUEUE_WORKFLOW = sql(
   'stampeded_enqueue_workflow',
   `
 WITH input AS MATERIALIZED (
-    SELECT * FROM ${jobInputRows('step text, deps_pending integer')}
+    SELECT * FROM ${WORKFLOW_INPUT}
 ),
 workflow AS (
     INSERT INTO stampeded_workflows (id, name, kind, jobs)
@@ -37,11 +43,7 @@ edges AS (
            AS e(depends_on_queue, depends_on_id, job_queue, job_id, ignore_failure)
 )
 INSERT INTO stampeded_jobs (${PLAIN_COLUMNS}, state, workflow_id, deps_pending)
-SELECT r.id, r.queue, r.task, r.args, r.meta, r.tenant_id, r.priority, r.destination,
-       ${SCHEDULED_AT('r.run_at', 'r.delay_ms')},
-       r.expire_seconds, r.max_attempts, r.backoff_base_ms, r.backoff_max_ms,
-       r.max_interruptions, r.max_deferrals, r.dead_letter_queue, r.remove_on_complete, r.backoff_base_wide_ms,
-       r.ordering_key, ${ORDERING_POSITION('r.ordering_key', 'r.id')},
+SELECT ${PLAIN_VALUES},
        CASE WHEN r.deps_pending > 0 THEN 'pending' ELSE 'available' END, $3::uuid, nullif(r.deps_pending, 0)
   FROM input r
  ORDER BY r.ord`,
