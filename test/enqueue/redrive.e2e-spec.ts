@@ -158,6 +158,36 @@ describe('QueueService.redrive()', () => {
     upstream.failing = true;
   });
 
+  it("gives a redriven job its source job's settings, or the jobs table's DEFAULTs once the source was pruned", async () => {
+    // Copies as stampeded_fail writes them, on a queue no worker of this app runs: one whose source job is
+    // still there with settings of its own, one whose source the pruner has deleted.
+    const [source] = (
+      await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, max_attempts, expire_seconds, max_deferrals, remove_on_complete, finished_at)
+         VALUES ('ledger', 'post', 'discarded', 1, 1, 45, 4, true, now()) RETURNING id`,
+      )
+    ).rows;
+    await sql.query(
+      `INSERT INTO stampeded_jobs (queue, task, args, source_id, source_queue, source_attempts, max_attempts)
+       VALUES ('ledger-dead', 'post', '{"n": 1}', $1, 'ledger', 1, 1), ('ledger-dead', 'post', '{"n": 2}', gen_random_uuid(), 'ledger', 1, 1)`,
+      [source.id],
+    );
+    await sql.query(`ALTER TABLE stampeded_jobs ALTER COLUMN expire_seconds SET DEFAULT 90, ALTER COLUMN max_deferrals SET DEFAULT 6`);
+    try {
+      expect((await queue.redrive('ledger-dead')).moved).toBe(2);
+    } finally {
+      await sql.query(`ALTER TABLE stampeded_jobs ALTER COLUMN expire_seconds SET DEFAULT 3600, ALTER COLUMN max_deferrals SET DEFAULT 100`);
+    }
+    const { rows } = await sql.query(
+      `SELECT (args->>'n')::int AS n, expire_seconds, max_deferrals, remove_on_complete, dead_letter_queue
+         FROM stampeded_jobs WHERE queue = 'ledger' AND state = 'available' ORDER BY 1`,
+    );
+    expect(rows).toEqual([
+      { n: 1, expire_seconds: 45, max_deferrals: 4, remove_on_complete: true, dead_letter_queue: 'ledger-dead' },
+      { n: 2, expire_seconds: 90, max_deferrals: 6, remove_on_complete: false, dead_letter_queue: 'ledger-dead' },
+    ]);
+  });
+
   it('moves each copy once when two redrives of one queue run at the same time', async () => {
     upstream.failing = false;
     const [a, b] = await Promise.all([queue.redrive('imports-dead', { batchSize: 7 }), queue.redrive('imports-dead', { batchSize: 7 })]);

@@ -279,6 +279,29 @@ describe('schedules', () => {
     await expect(schedules.trigger('sync')).rejects.toThrow(/No schedule with key "sync"/);
   });
 
+  it("fires a setting the schedule did not store with the jobs table's DEFAULT for it, and one it stored as stored", async () => {
+    const clock = new TestClock('2026-02-01T00:00:00Z');
+    const schedules = await boot(clock);
+    await schedules.upsert({ key: 'kept', task: 'sync-crm', queue: 'crm', every: '15m' });
+    // As a schedule written before an option existed, or by another runtime, stores it: without the column.
+    await sql.query(`UPDATE stampeded_schedules SET job_options = job_options - 'max_attempts' - 'expire_seconds' WHERE key = 'kept'`);
+    await sql.query(`ALTER TABLE stampeded_jobs ALTER COLUMN max_attempts SET DEFAULT 7, ALTER COLUMN expire_seconds SET DEFAULT 90`);
+    try {
+      const { jobId } = await schedules.trigger('kept');
+      const [job] = (
+        await sql.query(`SELECT max_attempts, expire_seconds, max_deferrals, remove_on_complete, dead_letter_queue FROM stampeded_jobs WHERE id = $1`, [jobId])
+      ).rows;
+      expect(job).toEqual({ max_attempts: 7, expire_seconds: 90, max_deferrals: 100, remove_on_complete: false, dead_letter_queue: null });
+
+      await sql.query(`UPDATE stampeded_schedules SET job_options = '{"max_deferrals": 3, "remove_on_complete": true}' WHERE key = 'kept'`);
+      const again = await schedules.trigger('kept');
+      const [stored] = (await sql.query(`SELECT max_attempts, max_deferrals, remove_on_complete FROM stampeded_jobs WHERE id = $1`, [again.jobId])).rows;
+      expect(stored).toEqual({ max_attempts: 7, max_deferrals: 3, remove_on_complete: true });
+    } finally {
+      await sql.query(`ALTER TABLE stampeded_jobs ALTER COLUMN max_attempts SET DEFAULT 25, ALTER COLUMN expire_seconds SET DEFAULT 3600`);
+    }
+  });
+
   it('fires into an ordering key: a job behind an unfinished one of its key waits for its turn', async () => {
     const clock = new TestClock('2026-03-01T00:00:00Z');
     const schedules = await boot(clock);

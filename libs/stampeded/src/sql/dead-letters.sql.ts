@@ -1,4 +1,13 @@
 import { sql } from './statement.js';
+import { SETTING_COLUMNS } from '../queue/job-columns.js';
+
+/** What a redriven job takes from its dead-letter copy: what it is, and its attempts and dead-letter queue, which the copy keeps. */
+const COPIED = 'queue, task, args, meta, tenant_id, priority, destination, max_attempts, dead_letter_queue';
+const COPIED_VALUES = 'm.source_queue, m.task, m.args, m.meta, m.tenant_id, m.priority, m.destination, m.max_attempts, m.queue';
+/** The settings the copy does not keep, read from its source job. */
+const FROM_SOURCE = SETTING_COLUMNS.filter((c) => c !== 'max_attempts' && c !== 'dead_letter_queue');
+const FROM_SOURCE_COLUMNS = FROM_SOURCE.join(', ');
+const FROM_SOURCE_VALUES = FROM_SOURCE.map((c) => `s.${c}`).join(', ');
 
 // A dead-letter copy is a job whose source_queue is set: stampeded_fail
 // inserts it with the source job's id, queue and attempts. A copy is eligible
@@ -77,9 +86,10 @@ export const REDRIVE_PREVIEW = sql(
  * is spent, and moving a row between partitions by UPDATE would run through
  * the counters' UPDATE trigger as a row that changed queue, which the trigger
  * nets per (queue, state). The settings that the copy did not keep (timeout,
- * backoff, budgets) come from the source job while it has not been pruned, and
- * from the schema's defaults after. The new job dead-letters to the same queue
- * again, as its source did.
+ * backoff, budgets: JOB_COLUMNS' settings) come from the source job while it
+ * has not been pruned; after, the insert leaves them out, and they take the
+ * table's DEFAULTs, their one home. The new job dead-letters to the same
+ * queue again, as its source did.
  */
 export const REDRIVE_BATCH = sql(
   'stampeded_redrive_batch',
@@ -96,17 +106,22 @@ export const REDRIVE_BATCH = sql(
         WHERE j.queue = b.queue AND j.id = b.id
        RETURNING j.*
    ),
-   inserted AS (
-       INSERT INTO stampeded_jobs
-              (queue, task, args, meta, tenant_id, priority, destination, max_attempts, dead_letter_queue,
-               expire_seconds, backoff_base_ms, backoff_base_wide_ms, backoff_max_ms, max_interruptions, max_deferrals,
-               remove_on_complete)
-       SELECT m.source_queue, m.task, m.args, m.meta, m.tenant_id, m.priority, m.destination, m.max_attempts, m.queue,
-              coalesce(s.expire_seconds, 3600), coalesce(s.backoff_base_ms, 1000), s.backoff_base_wide_ms, coalesce(s.backoff_max_ms, 3600000),
-              coalesce(s.max_interruptions, 1), coalesce(s.max_deferrals, 100), coalesce(s.remove_on_complete, false)
+   with_source AS (
+       INSERT INTO stampeded_jobs (${COPIED}, ${FROM_SOURCE_COLUMNS})
+       SELECT ${COPIED_VALUES}, ${FROM_SOURCE_VALUES}
          FROM moved m
-         LEFT JOIN stampeded_jobs s ON s.queue = m.source_queue AND s.id = m.source_id
+         JOIN stampeded_jobs s ON s.queue = m.source_queue AND s.id = m.source_id
        RETURNING queue, task
+   ),
+   source_pruned AS (
+       INSERT INTO stampeded_jobs (${COPIED})
+       SELECT ${COPIED_VALUES}
+         FROM moved m
+        WHERE NOT EXISTS (SELECT 1 FROM stampeded_jobs s WHERE s.queue = m.source_queue AND s.id = m.source_id)
+       RETURNING queue, task
+   ),
+   inserted AS (
+       SELECT queue, task FROM with_source UNION ALL SELECT queue, task FROM source_pruned
    )
    SELECT (SELECT id::text FROM batch ORDER BY id DESC LIMIT 1) AS last_id,
           coalesce((SELECT json_agg(json_build_object('source_queue', queue, 'task', task, 'jobs', jobs) ORDER BY queue, task)

@@ -1,33 +1,43 @@
--- The job a schedule fires, with its task's job options as the schedule
--- stored them (job_options), removeOnComplete included.
+-- The job a schedule fires, with the job options the schedule stored
+-- (job_options, keyed by the jobs table's columns: the runtime stores its
+-- tasks' settings there, JOB_COLUMNS in queue/job-columns.ts).
+--
+-- A column the schedule did not store, or stored as null -- a schedule
+-- written before its option existed, or by another runtime -- is left out of
+-- the insert and takes the table's DEFAULT, as the runtime's own enqueue
+-- reads it (queue/job-column-defaults.ts): the schema is the one home of the
+-- defaults, and a new option needs no edit here. The insert is built for the
+-- columns stored, so it is planned at each firing; a schedule fires rarely.
 --
 -- A schedule with an ordering key (job_options.ordering_key) fires its jobs
--- into that key's line: the job's place is its id, drawn by the insert, and
+-- into that key's order: the job's place is its id, drawn by the insert, and
 -- it waits in 'pending' when its key has an unfinished job, as an enqueued
 -- one does (docs/ordering.md). The key and the state are set by an update
 -- of the row just inserted, made only for such a schedule.
 CREATE OR REPLACE FUNCTION stampeded_schedule_job(s stampeded_schedules) RETURNS uuid
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_key text := s.job_options->>'ordering_key';
-    v_id  uuid;
+    v_key     text := s.job_options->>'ordering_key';
+    v_columns text;
+    v_id      uuid;
 BEGIN
-    INSERT INTO stampeded_jobs
-        (queue, task, args, meta, tenant_id, priority,
-         expire_seconds, max_attempts, backoff_base_ms, backoff_base_wide_ms, backoff_max_ms,
-         max_interruptions, max_deferrals, dead_letter_queue, remove_on_complete)
-    VALUES
-        (s.queue, s.task, s.args, s.meta, s.tenant_id, s.priority,
-         coalesce((s.job_options->>'expire_seconds')::integer, 3600),
-         coalesce((s.job_options->>'max_attempts')::smallint, 25),
-         coalesce((s.job_options->>'backoff_base_ms')::smallint, 1000),
-         (s.job_options->>'backoff_base_wide_ms')::integer,
-         coalesce((s.job_options->>'backoff_max_ms')::integer, 3600000),
-         coalesce((s.job_options->>'max_interruptions')::smallint, 1),
-         coalesce((s.job_options->>'max_deferrals')::smallint, 100),
-         s.job_options->>'dead_letter_queue',
-         coalesce((s.job_options->>'remove_on_complete')::boolean, false))
-    RETURNING id INTO v_id;
+    -- The stored options that name a column of the jobs table, but not one
+    -- the schedule fills from its own columns, nor the key (below).
+    SELECT coalesce(string_agg(format(', %I', a.attname), '' ORDER BY a.attnum), '')
+      INTO v_columns
+      FROM pg_attribute a
+     WHERE a.attrelid = 'stampeded_jobs'::regclass
+       AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+       AND a.attname NOT IN ('queue', 'task', 'args', 'meta', 'tenant_id', 'priority', 'ordering_key')
+       AND s.job_options->>a.attname IS NOT NULL;
+
+    EXECUTE format(
+        'INSERT INTO stampeded_jobs (queue, task, args, meta, tenant_id, priority%s)
+         SELECT $1, $2, $3, $4, $5, $6%s FROM jsonb_populate_record(NULL::stampeded_jobs, $7) o
+         RETURNING id',
+        v_columns, replace(v_columns, ', ', ', o.'))
+       USING s.queue, s.task, s.args, s.meta, s.tenant_id, s.priority, s.job_options
+        INTO v_id;
 
     IF v_key IS NOT NULL THEN
         UPDATE stampeded_jobs j
