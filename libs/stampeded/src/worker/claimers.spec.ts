@@ -49,9 +49,9 @@ describe('Claimers', () => {
   });
 
   it('reads the cursor only in the plain claim', () => {
-    const view = new ControlView() as unknown as ControlGate;
+    const on = { db, workerId: 'w', control: new ControlView() as unknown as ControlGate, prefetch: () => 0 };
     expect(new PlainClaimer(db, 'w').cursored).toBe(true);
-    expect(new FairClaimer(db, 'w', view, () => 0).cursored).toBe(false);
-    expect(new LimitedClaimer(db, 'w', view, () => 0, claimAgain).cursored).toBe(false);
+    expect(new FairClaimer(on).cursored).toBe(false);
+    expect(new LimitedClaimer(on, claimAgain).cursored).toBe(false);
   });
 });

@@ -19,6 +19,14 @@ export interface ClaimAgain {
   pollIntervalMs: number;
 }
 
+/** What the claims that queue control shapes are made with: its view, and the jobs this worker claims ahead of its slots. */
+export interface ControlledClaims {
+  db: StampededDatabase;
+  workerId: string;
+  control: ControlGate;
+  prefetch: () => number;
+}
+
 /** One way of claiming a queue's jobs: a statement of sql/claim.sql.ts and the arguments it takes. */
 export interface Claimer {
   /** Whether its claims may start from a cursor (ClaimCursor): only the plain claim reads the claim index from one. */
@@ -53,21 +61,17 @@ export class PlainClaimer implements Claimer {
 export class FairClaimer implements Claimer {
   readonly cursored = false;
 
-  constructor(
-    private readonly db: StampededDatabase,
-    private readonly workerId: string,
-    private readonly control: ControlGate,
-    private readonly prefetch: () => number,
-  ) {}
+  constructor(private readonly on: ControlledClaims) {}
 
   async claim(queue: string, limit: number, now: Date | null): Promise<ClaimAnswer> {
+    const { db, workerId, control, prefetch } = this.on;
     // Chosen only while tenants compete (Claimers), when this answers.
-    const fair = this.control.tenantClaim(this.prefetch());
+    const fair = control.tenantClaim(prefetch());
     if (!fair) return { jobs: [], most: 0 };
-    const rows = await this.db.query(CLAIM_FAIR, [queue, this.workerId, limit, now, fair.tenants, fair.perTenant]);
+    const rows = await db.query(CLAIM_FAIR, [queue, workerId, limit, now, fair.tenants, fair.perTenant]);
     // It takes at most perTenant jobs of each tenant it names: one that took
     // that many left no tenant short.
-    return { jobs: rows.map((row) => toClaimedJob(row, this.workerId)), most: Math.min(limit, fair.tenants.length * fair.perTenant) };
+    return { jobs: rows.map((row) => toClaimedJob(row, workerId)), most: Math.min(limit, fair.tenants.length * fair.perTenant) };
   }
 }
 
@@ -84,21 +88,18 @@ export class LimitedClaimer implements Claimer {
   private stopped = false;
 
   constructor(
-    private readonly db: StampededDatabase,
-    private readonly workerId: string,
-    private readonly control: ControlGate,
-    private readonly prefetch: () => number,
+    private readonly on: ControlledClaims,
     private readonly claimAgain: ClaimAgain,
   ) {}
 
   async claim(queue: string, limit: number, now: Date | null): Promise<ClaimAnswer> {
-    const fair = this.control.tenantClaim(this.prefetch());
-    const rules = this.control.rateRules(queue);
-    const rows = await this.db.query(CLAIM_LIMITED, [queue, this.workerId, limit, now, rules, fair?.tenants ?? null, fair?.perTenant ?? null]);
+    const { db, workerId, control, prefetch } = this.on;
+    const fair = control.tenantClaim(prefetch());
+    const rows = await db.query(CLAIM_LIMITED, [queue, workerId, limit, now, control.rateRules(queue), fair?.tenants ?? null, fair?.perTenant ?? null]);
     const held = rows.find((row) => row.id === null);
     if (held) this.claimWhenFreed(queue, Number(held.held_ms));
     const claimed = rows.filter((row) => row.id !== null);
-    const jobs = claimed.map((row) => toClaimedJob(row, this.workerId));
+    const jobs = claimed.map((row) => toClaimedJob(row, workerId));
     return { jobs, most: limit, countedAfterMs: claimed.length ? Number(claimed[0].counted_after_ms) : undefined };
   }
 
@@ -146,8 +147,9 @@ export class Claimers {
   ) {
     this.plain = new PlainClaimer(db, workerId);
     if (control) {
-      this.fair = new FairClaimer(db, workerId, control, prefetch);
-      this.limited = new LimitedClaimer(db, workerId, control, prefetch, claimAgain);
+      const on = { db, workerId, control, prefetch };
+      this.fair = new FairClaimer(on);
+      this.limited = new LimitedClaimer(on, claimAgain);
       control.onRead(() => this.choose());
     }
     this.choose();
