@@ -15,7 +15,9 @@
 // ({"ok":true,"n":<i>}, as a handler's return value is stored); --events
 // completes with the statement that also notifies the fleet of the outcomes
 // (events: 'fleet', while a process listens), a connection LISTENing to
-// them; --plans prints the plans; --pg 16 runs on PostgreSQL 16 (14 to 18); --setup "SQL" runs SQL before the load
+// them; --keyed gives every job an ordering key of its own (each the head
+// of its key's line, so every claim runs the per-key turn check on each
+// job it takes); --plans prints the plans; --pg 16 runs on PostgreSQL 16 (14 to 18); --setup "SQL" runs SQL before the load
 // (an experiment); --plain runs without pg_stat_statements, whose tracking
 // of every nested statement adds a fixed cost to each call (the backend's
 // CPU as a real install spends it, for small batches; no per-statement
@@ -36,6 +38,7 @@ const BATCH = Number(option('batch', 500));
 const REMOVE = args.includes('--remove');
 const RESULTS = args.includes('--results');
 const EVENTS = args.includes('--events');
+const KEYED = args.includes('--keyed');
 const FINISHED = Number(option('finished', 0));
 
 const PLAIN = args.includes('--plain');
@@ -65,9 +68,10 @@ try {
   for (let i = 0; i < JOBS; i += 5000) {
     const n = Math.min(5000, JOBS - i);
     await q(
-      `INSERT INTO stampeded_jobs (queue, task, args, remove_on_complete)
-             SELECT 'bench', 'noop', jsonb_build_object('i', g), $2 FROM generate_series(1, $1) g`,
-      [n, REMOVE],
+      `INSERT INTO stampeded_jobs (id, queue, task, args, remove_on_complete, ordering_key, ordering_position)
+             SELECT u.id, 'bench', 'noop', jsonb_build_object('i', u.g), $2, CASE WHEN $3 THEN 'k' || ($4 + u.g) END, CASE WHEN $3 THEN u.id END
+               FROM (SELECT uuidv7() AS id, g FROM generate_series(1, $1) g) u`,
+      [n, REMOVE, KEYED, i],
     );
   }
   await q('VACUUM ANALYZE');
@@ -164,7 +168,7 @@ try {
 
   const per = (x) => (x / JOBS).toFixed(2);
   console.log(
-    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${RESULTS ? ', with results' : ''}${EVENTS ? `, events notified (${heard} notifications heard)` : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
+    `${JOBS} jobs in batches of ${BATCH}${REMOVE ? ', removed on completion' : ''}${RESULTS ? ', with results' : ''}${KEYED ? ', each with an ordering key' : ''}${EVENTS ? `, events notified (${heard} notifications heard)` : ''}${FINISHED ? `, ${FINISHED} finished rows` : ''}: ${(JOBS / seconds).toFixed(0)} jobs/s on one connection`,
   );
   console.log(
     `  claim ${((claimMs * 1000) / JOBS).toFixed(1)} us a job, completion ${((completeMs * 1000) / JOBS).toFixed(1)} us a job (wall, round trips included)`,
