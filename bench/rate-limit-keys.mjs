@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { migrate } from '@stampeded/nestjs';
+import { withBlocks } from '@stampeded/nestjs/internal';
 import { option } from './args.mjs';
 
 const KEYS = Number(option('keys', 10_000));
@@ -39,7 +40,8 @@ try {
   await migrate(db.url);
   await q(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
   await q(`SELECT stampeded_create_queue('limited')`);
-  if (option('function')) await q(readFileSync(option('function'), 'utf8'));
+  // As the runner installs it: with the blocks it names written in.
+  if (option('function')) await q(withBlocks(readFileSync(option('function'), 'utf8'), option('function')));
   // Odd tenants full for the next hour, even ones with room; each key with a log of one claim.
   await q(
     `INSERT INTO stampeded_rate_limits (key, started_at, started, full_until)

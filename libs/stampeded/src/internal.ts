@@ -16,6 +16,7 @@ export { MIGRATION_FILES, LATEST_VERSION } from './sql/migrations/migration-file
 export type { MigrationFile } from './sql/migrations/migration-files.js';
 export { applyMigrations } from './sql/migrations/migrations.js';
 export type { SqlRunner } from './sql/migrations/migrations.js';
+export { withBlocks } from './sql/migrations/function-blocks.js';
 export { REDRIVE_PREVIEW, REDRIVE_BATCH } from './sql/dead-letters.sql.js';
 export { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, ORDERING_TO_BACK } from './sql/jobs.sql.js';
 export { CLAIM_BATCH } from './sql/claim.sql.js';

@@ -29,6 +29,9 @@ export const UNSUPPORTED_SCHEMA_NAME = (schema: unknown) =>
 export const FUNCTION_FORM_WITHOUT_BASE = (file: string, base: string) =>
   `The function file ${file} has no ${base}.sql beside it: a form for older servers goes beside the form for the newest. Add ${base}.sql, or rename the file.`;
 
+export const FUNCTION_BLOCK_MISSING = (file: string, name: string) =>
+  `The function file ${file} names the block {{${name}}}, and sql/functions/blocks/ has no ${name}.sql. Add the block's file, or correct the name.`;
+
 export const MIGRATION_NOT_REVERSIBLE = (className: string) =>
   `${className} cannot be reverted: Stampeded's migrations only go forward. ` +
   `To remove Stampeded, drop its schema (DROP SCHEMA ... CASCADE) after draining its jobs.`;

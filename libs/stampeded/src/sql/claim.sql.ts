@@ -3,7 +3,8 @@ import { sql } from './statement.js';
 // The claim: the statements a worker takes jobs with, one per way of claiming
 // (worker/claimers.ts chooses among them), and the one that finds the jobs of
 // a claim whose answer was lost. The functions they call are in
-// functions/stampeded_claim_batch.sql, _fair.sql and _limited.sql.
+// functions/stampeded_claim_batch.sql, _fair.sql and _limited.sql; what the
+// three do alike is written once, in functions/blocks/.
 
 /**
  * What a worker reads of a job it claimed (see toClaimedJob): not the columns

@@ -1,6 +1,6 @@
 -- The worker's claim: up to p_limit due jobs of one queue, in the claim
 -- index's order (priority, then due time), locked with SKIP LOCKED and moved
--- to 'claimed' by p_worker_id in one statement. The batch's rows are found
+-- to 'executing' for p_worker_id in one statement. The batch's rows are found
 -- through the primary key (`= ANY(array)`), one descent a job, so the claim
 -- costs the same however many rows the queue holds.
 --
@@ -14,53 +14,14 @@
 -- less often when full claims take over a tenth of that. The default,
 -- -infinity, is the full claim.
 --
--- The claim sets dedup_scope to itself so that PostgreSQL computes the
--- generated dedup_key once a statement: an update that needs none of the
--- key's inputs re-reads the generated expression for every row otherwise.
 -- plan_cache_mode = force_generic_plan plans the body once per connection:
 -- a custom plan per call re-reads every partition's CHECK constraints.
 -- NOTES.md ("Planning the hot statements") has the measurements.
 --
--- Per-key ordering (migration 11, docs/ordering.md). A job with an
--- ordering_key is claimable only at its turn: (a) no unfinished job of its
--- queue and key has an earlier ordering_position (it is the head of its
--- key's line): none active (stampeded_jobs_ordering_idx) and none waiting
--- for its turn (stampeded_jobs_ordering_waiting_idx), and (b) no job of its
--- key is running. A job without a key skips the checks on its first test,
--- so the plain claim reads nothing more.
--- Why no claimer runs job 2 of a key while job 1 is unfinished:
---   * One statement judges every candidate against one snapshot, in which
---     job 1, unfinished, stands ahead of job 2: a batch takes at most one job
---     of a key, its head.
---   * Every state a job passes through before it finishes (pending while it
---     waits for its turn, available, executing, retryable) is unfinished,
---     and a finished job stays finished
---     (an operator's retry puts it back at its old place, and check (b) makes
---     it wait for the job of its key that is running). So a snapshot in which
---     job 1 is finished was taken after job 1 finished; an older snapshot sees
---     it ahead of job 2 and takes nothing of the key, or job 1 itself.
---   * Two claimers whose snapshots both make job 1 the head both try to lock
---     it: SKIP LOCKED lets one have it, and the other skips it, or, when the
---     first has committed, re-reads it as executing and leaves it.
---   * What a snapshot cannot see is a job whose enqueue commits after it.
---     Positions are drawn at enqueue, so two transactions enqueueing one key
---     at the same time may commit out of position order: a job that commits
---     behind a later job of its key that has started waits for it through
---     check (b). The one interleaving neither check sees (claimer B takes
---     job 2, claimer C, whose snapshot follows job 1's commit but precedes
---     B's, takes job 1) is refused by the unique index
---     stampeded_jobs_ordering_running_idx: C's claim waits for B's, fails
---     whole, and its worker claims again.
---   * A retry that gives up its place (stampeded_jobs.ordering_position moved
---     to the back by the worker) is one committed change: older snapshots see
---     the job ahead, retryable, and hold the line; newer ones see it behind.
--- The checks are the safety net of the order; what keeps a key's blocked
--- jobs out of the claim's way is migration 14: a keyed job enqueued behind
--- an unfinished job of its key waits in 'pending', outside the claim index,
--- until the outcome of the job ahead releases it
--- (stampeded_release_waiting.sql). A claim meets a key's head, and the few
--- jobs a race or a workflow put in the index behind it, not its whole line
--- (bench/RESULTS.md, "Per-key ordering").
+-- What every claim shares is written once, in functions/blocks/ (sql/
+-- migrations/function-blocks.ts puts it in place at install): the turn of a
+-- job with an ordering key (ordering_turn.sql) and the update that moves the
+-- claimed rows to 'executing' (mark_executing.sql).
 CREATE OR REPLACE FUNCTION stampeded_claim_batch(
     p_queue     text,
     p_worker_id uuid,
@@ -85,6 +46,9 @@ AS $$
         SELECT c.id
           FROM stampeded_jobs c
          WHERE c.queue        = p_queue
+           -- 'retryable' too, once its backoff has elapsed: the reaper parks a
+           -- crashed job there, and a claim that read only 'available' would
+           -- never run it again (the seed's note in its stampeded_claim).
            AND c.state        IN ('available','retryable')
            AND c.scheduled_at <= coalesce(p_now, now())
            -- The cursor: an index condition on the claim index's last
@@ -93,48 +57,15 @@ AS $$
            -- index's order, and nothing before it is walked.
            AND c.scheduled_at >= p_after
            AND c.attempt      < c.max_attempts
-           -- Its turn in its key's line (see the header).
-           AND (c.ordering_key IS NULL OR (
-                (SELECT e.ordering_position FROM stampeded_jobs e
-                             WHERE e.queue = p_queue
-                               AND e.ordering_key = c.ordering_key
-                               AND e.ordering_position < c.ordering_position
-                               AND e.state IN ('available','claimed','executing','retryable')
-                               -- The job just ahead, read backwards from the job: its predecessor
-                               -- answers at once, where the line's start holds the index entries of
-                               -- its finished jobs. A scalar subquery, so that its order holds: an
-                               -- EXISTS drops it, and reads the whole line where a key is hot.
-                               ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
-                -- Nor a job of its key waiting ahead of it (migration 14).
-                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs w
-                                 WHERE w.queue = p_queue
-                                   AND w.ordering_key = c.ordering_key
-                                   AND w.ordering_position < c.ordering_position
-                                   AND w.state = 'pending'
-                                   AND w.deps_pending IS NULL)
-                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
-                                 WHERE r.queue = p_queue
-                                   AND r.ordering_key = c.ordering_key
-                                   AND r.state IN ('claimed','executing'))))
+           -- Its turn in its key's order (blocks/ordering_turn.sql).
+           AND {{ordering_turn}}
          -- Matches stampeded_jobs_claim_idx exactly (NOTES.md, "The claim index").
          ORDER BY c.priority, c.scheduled_at
          LIMIT p_limit
          FOR UPDATE SKIP LOCKED
     )
     UPDATE stampeded_jobs j
-       SET state        = 'executing',
-           attempt      = j.attempt + 1,
-           heartbeat_at = coalesce(p_now, now()),
-           claimed_by   = p_worker_id,
-           claimed_at   = coalesce(p_now, now()),
-           -- Changes nothing, and is load-bearing: see the header.
-           dedup_scope  = j.dedup_scope,
-           attempted_by = array_append(
-               CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= 10
-                    THEN j.attempted_by[coalesce(array_length(j.attempted_by,1),0) - 8 :]
-                    ELSE j.attempted_by
-               END,
-               p_worker_id::text)
+       SET {{mark_executing}}
      WHERE j.queue = p_queue
        -- The primary key, probed once per candidate; a join to the CTE is
        -- planned as a hash join over the whole partition.

@@ -5,7 +5,8 @@
 -- filtering it cannot work: behind a 10,000-job flood the head is all flood,
 -- and the small tenants wait for the whole flood. Jobs without a tenant are
 -- claimed alongside, as one more tenant. A job with an ordering key waits
--- for its turn as in stampeded_claim_batch.
+-- for its turn, and the claimed rows are updated, as every claim does it
+-- (functions/blocks/).
 CREATE OR REPLACE FUNCTION stampeded_claim_fair(
     p_queue        text,
     p_worker_id    uuid,
@@ -16,7 +17,7 @@ CREATE OR REPLACE FUNCTION stampeded_claim_fair(
 ) RETURNS SETOF stampeded_jobs
 LANGUAGE sql AS $$
     WITH candidate AS MATERIALIZED (
-        SELECT c.id, c.priority, c.scheduled_at
+        SELECT k.id, k.priority, k.scheduled_at
           -- The states as a column of the tenants' rows, not constants: the
           -- claim index's predicate (state IN ('available','retryable')) is
           -- then not provable, and only the tenant index can serve the read.
@@ -26,36 +27,14 @@ LANGUAGE sql AS $$
           -- 2,000 jobs, 0.03 ms through the tenant index.
           FROM (SELECT u.tenant_id, '{available,retryable}'::text[] AS states FROM unnest(p_tenants) AS u(tenant_id) OFFSET 0) AS t
          CROSS JOIN LATERAL (
-               SELECT id, priority, scheduled_at FROM stampeded_jobs k
+               SELECT id, priority, scheduled_at FROM stampeded_jobs c
                 WHERE queue        = p_queue
                   AND tenant_id    = t.tenant_id
                   AND state        = ANY (t.states)
                   AND scheduled_at <= coalesce(p_now, now())
                   AND attempt      < max_attempts
-                  -- Its turn in its key's line (stampeded_claim_batch.sql has why
-                  -- these two checks keep a key's jobs one at a time and in order).
-                  AND (k.ordering_key IS NULL OR (
-                       (SELECT e.ordering_position FROM stampeded_jobs e
-                                    WHERE e.queue = p_queue
-                                      AND e.ordering_key = k.ordering_key
-                                      AND e.ordering_position < k.ordering_position
-                                      AND e.state IN ('available','claimed','executing','retryable')
-                                      -- The job just ahead, read backwards from the job: its predecessor
-                                      -- answers at once, where the line's start holds the index entries of
-                                      -- its finished jobs. A scalar subquery, so that its order holds: an
-                                      -- EXISTS drops it, and reads the whole line where a key is hot.
-                                      ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
-                       -- Nor a job of its key waiting ahead of it (migration 14).
-                       AND NOT EXISTS (SELECT 1 FROM stampeded_jobs w
-                                        WHERE w.queue = p_queue
-                                          AND w.ordering_key = k.ordering_key
-                                          AND w.ordering_position < k.ordering_position
-                                          AND w.state = 'pending'
-                                          AND w.deps_pending IS NULL)
-                       AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
-                                        WHERE r.queue = p_queue
-                                          AND r.ordering_key = k.ordering_key
-                                          AND r.state IN ('claimed','executing'))))
+                  -- Its turn in its key's order (blocks/ordering_turn.sql).
+                  AND {{ordering_turn}}
                 -- priority + 0: an order the claim index cannot give, so
                 -- that each tenant's jobs are read through the tenant index
                 -- and sorted. In the claim index's order, with a LIMIT, the
@@ -64,39 +43,16 @@ LANGUAGE sql AS $$
                 -- claim for ten tenants behind 2,000 jobs; 2.5 ms now).
                 ORDER BY priority + 0, scheduled_at
                 LIMIT p_per_tenant
-                FOR UPDATE SKIP LOCKED) c
+                FOR UPDATE SKIP LOCKED) k
         UNION ALL
         SELECT id, priority, scheduled_at FROM (
-               SELECT id, priority, scheduled_at FROM stampeded_jobs k
+               SELECT id, priority, scheduled_at FROM stampeded_jobs c
                 WHERE queue        = p_queue
                   AND tenant_id    IS NULL
                   AND state        IN ('available','retryable')
                   AND scheduled_at <= coalesce(p_now, now())
                   AND attempt      < max_attempts
-                  -- Its turn in its key's line (stampeded_claim_batch.sql has why
-                  -- these two checks keep a key's jobs one at a time and in order).
-                  AND (k.ordering_key IS NULL OR (
-                       (SELECT e.ordering_position FROM stampeded_jobs e
-                                    WHERE e.queue = p_queue
-                                      AND e.ordering_key = k.ordering_key
-                                      AND e.ordering_position < k.ordering_position
-                                      AND e.state IN ('available','claimed','executing','retryable')
-                                      -- The job just ahead, read backwards from the job: its predecessor
-                                      -- answers at once, where the line's start holds the index entries of
-                                      -- its finished jobs. A scalar subquery, so that its order holds: an
-                                      -- EXISTS drops it, and reads the whole line where a key is hot.
-                                      ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
-                       -- Nor a job of its key waiting ahead of it (migration 14).
-                       AND NOT EXISTS (SELECT 1 FROM stampeded_jobs w
-                                        WHERE w.queue = p_queue
-                                          AND w.ordering_key = k.ordering_key
-                                          AND w.ordering_position < k.ordering_position
-                                          AND w.state = 'pending'
-                                          AND w.deps_pending IS NULL)
-                       AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
-                                        WHERE r.queue = p_queue
-                                          AND r.ordering_key = k.ordering_key
-                                          AND r.state IN ('claimed','executing'))))
+                  AND {{ordering_turn}}
                 ORDER BY priority, scheduled_at
                 LIMIT p_per_tenant
                 FOR UPDATE SKIP LOCKED) n
@@ -105,19 +61,8 @@ LANGUAGE sql AS $$
         SELECT id FROM candidate ORDER BY priority, scheduled_at LIMIT p_limit
     )
     UPDATE stampeded_jobs j
-       SET state        = 'executing',
-           attempt      = j.attempt + 1,
-           heartbeat_at = coalesce(p_now, now()),
-           claimed_by   = p_worker_id,
-           claimed_at   = coalesce(p_now, now()),
-           attempted_by = array_append(
-               CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= 10
-                    THEN j.attempted_by[coalesce(array_length(j.attempted_by,1),0) - 8 :]
-                    ELSE j.attempted_by
-               END,
-               p_worker_id::text)
-      FROM picked c
+       SET {{mark_executing}}
      WHERE j.queue = p_queue
-       AND j.id    = c.id
+       AND j.id    = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.*;
 $$;

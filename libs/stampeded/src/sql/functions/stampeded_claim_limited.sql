@@ -33,8 +33,8 @@
 -- and held_ms, the time until the first full window its candidates met
 -- frees a start: the worker claims again then, rather than at its next poll.
 --
--- A job with an ordering key (migration 11) waits for its turn here too,
--- as in stampeded_claim_batch.
+-- A job with an ordering key waits for its turn, and the claimed rows are
+-- updated, as every claim does it (functions/blocks/).
 CREATE OR REPLACE FUNCTION stampeded_claim_limited(
     p_queue      text,
     p_worker_id  uuid,
@@ -112,41 +112,19 @@ BEGIN
     -- Candidates: a few times the room, in claim order, leaving out the jobs
     -- of the full keys found so far, each with the keys it falls under that
     -- have a rule.
-    WITH c AS MATERIALIZED (
-        SELECT j.id, j.priority, j.scheduled_at, j.task, j.tenant_id, j.destination
-          FROM stampeded_jobs j
-         WHERE j.queue        = p_queue
-           AND j.state        IN ('available', 'retryable')
-           AND j.scheduled_at <= v_now
-           AND j.attempt      < j.max_attempts
-           AND NOT (('task:' || j.task) = ANY (v_full))
-           AND (j.tenant_id IS NULL OR NOT (('tenant:' || j.tenant_id) = ANY (v_full)))
-           AND (j.destination IS NULL OR NOT (('destination:' || j.destination) = ANY (v_full)))
-           -- Its turn in its key's line (stampeded_claim_batch.sql has why
-           -- these two checks keep a key's jobs one at a time and in order).
-           AND (j.ordering_key IS NULL OR (
-                (SELECT e.ordering_position FROM stampeded_jobs e
-                             WHERE e.queue = p_queue
-                               AND e.ordering_key = j.ordering_key
-                               AND e.ordering_position < j.ordering_position
-                               AND e.state IN ('available','claimed','executing','retryable')
-                               -- The job just ahead, read backwards from the job: its predecessor
-                               -- answers at once, where the line's start holds the index entries of
-                               -- its finished jobs. A scalar subquery, so that its order holds: an
-                               -- EXISTS drops it, and reads the whole line where a key is hot.
-                               ORDER BY e.ordering_position DESC LIMIT 1) IS NULL
-                -- Nor a job of its key waiting ahead of it (migration 14).
-                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs w
-                                 WHERE w.queue = p_queue
-                                   AND w.ordering_key = j.ordering_key
-                                   AND w.ordering_position < j.ordering_position
-                                   AND w.state = 'pending'
-                                   AND w.deps_pending IS NULL)
-                AND NOT EXISTS (SELECT 1 FROM stampeded_jobs r
-                                 WHERE r.queue = p_queue
-                                   AND r.ordering_key = j.ordering_key
-                                   AND r.state IN ('claimed','executing'))))
-         ORDER BY j.priority, j.scheduled_at
+    WITH candidate AS MATERIALIZED (
+        SELECT c.id, c.priority, c.scheduled_at, c.task, c.tenant_id, c.destination
+          FROM stampeded_jobs c
+         WHERE c.queue        = p_queue
+           AND c.state        IN ('available', 'retryable')
+           AND c.scheduled_at <= v_now
+           AND c.attempt      < c.max_attempts
+           AND NOT (('task:' || c.task) = ANY (v_full))
+           AND (c.tenant_id IS NULL OR NOT (('tenant:' || c.tenant_id) = ANY (v_full)))
+           AND (c.destination IS NULL OR NOT (('destination:' || c.destination) = ANY (v_full)))
+           -- Its turn in its key's order (blocks/ordering_turn.sql).
+           AND {{ordering_turn}}
+         ORDER BY c.priority, c.scheduled_at
          LIMIT least(greatest(v_room * 4, 20), 1000)
          FOR UPDATE SKIP LOCKED
     ),
@@ -156,7 +134,7 @@ BEGIN
                   FROM (VALUES ('destination', c.destination), ('queue', p_queue), ('task', c.task), ('tenant', c.tenant_id)) AS kv(kind, val)
                  WHERE kv.val IS NOT NULL
                    AND coalesce(p_rules -> kv.kind -> kv.val, p_rules -> kv.kind -> '*') IS NOT NULL) AS keys
-          FROM c
+          FROM candidate c
     )
     SELECT array_agg(keyed.id ORDER BY keyed.priority, keyed.scheduled_at, keyed.id),
            array_agg(keyed.keys ORDER BY keyed.priority, keyed.scheduled_at, keyed.id)
@@ -266,21 +244,12 @@ BEGIN
         v_held := NULL;
     END IF;
 
+    -- The claimed rows' clock (blocks/mark_executing.sql reads p_now): the windows'.
+    p_now := v_now;
     RETURN QUERY
     WITH claimed AS (
         UPDATE stampeded_jobs j
-           SET state        = 'executing',
-               attempt      = j.attempt + 1,
-               heartbeat_at = v_now,
-               claimed_by   = p_worker_id,
-               claimed_at   = v_now,
-               dedup_scope  = j.dedup_scope,
-               attempted_by = array_append(
-                   CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= 10
-                        THEN j.attempted_by[coalesce(array_length(j.attempted_by,1),0) - 8 :]
-                        ELSE j.attempted_by
-                   END,
-                   p_worker_id::text)
+           SET {{mark_executing}}
          WHERE j.queue = p_queue
            AND j.id    = ANY (v_take)
         RETURNING j

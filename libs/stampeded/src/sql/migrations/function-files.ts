@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { FUNCTION_FORM_WITHOUT_BASE } from '../../stampeded.messages.js';
 import { FUNCTION_BODY_CHECKS, RECHOOSE_FORMS, RECORD_FUNCTION, RECORDED_FUNCTIONS, SET_FUNCTION_BODY_CHECKS } from './runner.sql.js';
 import type { SqlRunner } from './migrations.js';
+import { withBlocks } from './function-blocks.js';
 
 /** A function's file, and the checksum of its text that the install records when it applies it. */
 export interface FunctionFile {
@@ -39,7 +40,7 @@ export function loadFunctionFiles(): readonly FunctionSource[] {
     .sort();
   const byName = new Map<string, FunctionSource>();
   for (const f of files.filter((f) => !PRE_FORM.test(f))) {
-    const text = readFileSync(new URL(f, FUNCTIONS_DIR), 'utf8');
+    const text = withBlocks(readFileSync(new URL(f, FUNCTIONS_DIR), 'utf8'), f);
     byName.set(f.slice(0, -'.sql'.length), { name: f.slice(0, -'.sql'.length), text, checksum: checksumOf(text), before: new Map() });
   }
   for (const f of files) {
@@ -47,7 +48,7 @@ export function loadFunctionFiles(): readonly FunctionSource[] {
     if (!m) continue;
     const base = byName.get(m[1]);
     if (!base) throw new Error(FUNCTION_FORM_WITHOUT_BASE(f, m[1]));
-    const text = readFileSync(new URL(f, FUNCTIONS_DIR), 'utf8');
+    const text = withBlocks(readFileSync(new URL(f, FUNCTIONS_DIR), 'utf8'), f);
     (base.before as Map<number, { text: string; checksum: string }>).set(Number(m[2]), { text, checksum: checksumOf(text) });
   }
   functionFiles = [...byName.values()];
