@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 const MAIN = fileURLToPath(new URL('../fixtures/worker-process/main.mjs', import.meta.url));
 
 /** The task sets beside the fixture: test/fixtures/worker-process/<set>.tasks.mjs. */
-export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports';
+export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption';
 
 export interface WorkerProcessConfig {
   url: string;
@@ -27,6 +27,8 @@ export interface WorkerProcessConfig {
   tick?: boolean;
   /** control: while this file exists, the 'call' task's destination is down. */
   downFile?: string;
+  /** encryption: the 'hold-secret' task finishes once this file exists. */
+  releaseFile?: string;
 }
 
 export interface WorkerEvent {

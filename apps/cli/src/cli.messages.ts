@@ -37,3 +37,10 @@ export const NOT_ADOPTED = (schema: string) =>
 
 export const PROGRAM_WITHOUT_IO = () =>
   `stampeded: the program was built without its io: build it with buildProgram(io), which gives each command its output streams and environment.`;
+
+export const ENCRYPTION_KEYS_NEEDED = () =>
+  `stampeded encryption rotate needs the keys: pass --keys-file <path>, or set STAMPEDED_ENCRYPTION_KEYS, to JSON of the shape ` +
+  `{ "keys": { "k2": "<32 bytes, base64>", "k1": "..." }, "current": "k2" } (docs/encryption.md).`;
+
+export const ENCRYPTION_KEYS_UNREADABLE = (source: string, why: string) =>
+  `${source} could not be read as the keys' JSON: ${why}. Give { "keys": { "<id>": "<base64>" }, "current": "<id>" }.`;

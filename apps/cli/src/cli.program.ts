@@ -8,6 +8,7 @@ import { registerHealth } from './commands/health.command.js';
 import { registerPrune } from './commands/prune.command.js';
 import { registerDlq } from './commands/dlq.command.js';
 import { registerWorkflows } from './commands/workflows.command.js';
+import { registerEncryption } from './commands/encryption.command.js';
 import { bindIo } from './commands/command-context.js';
 import type { CliIo } from './output/output.js';
 
@@ -37,6 +38,7 @@ export function buildProgram(io: CliIo): Command {
   registerPrune(program);
   registerDlq(program);
   registerWorkflows(program);
+  registerEncryption(program);
   // Commander's own exits (help, version, usage errors) come back to run(),
   // so that every exit code is one of ours.
   for (const command of program.commands.flatMap((c) => [c, ...c.commands])) command.exitOverride();

@@ -33,6 +33,7 @@ export {
   BreakerOpenError,
   JobAbortedError,
   JobWaitError,
+  EncryptionError,
 } from './errors/stampeded.errors.js';
 export { DEFAULT_QUEUE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';
@@ -100,4 +101,5 @@ export type {
   CancelWorkflowResult,
 } from './interfaces/workflow.interface.js';
 export type { StampededClock } from './interfaces/clock.interface.js';
+export type { EncryptionOptions, RotateEncryptionOptions, RotateEncryptionResult } from './interfaces/encryption.interface.js';
 export type { TracingOptions, TracerProviderLike } from './interfaces/tracing.interface.js';

@@ -25,6 +25,7 @@ import { StampededDatabase } from './database/stampeded-database.js';
 import { NotificationListener } from './database/notification-listener.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
+import { cipherOf } from './encryption/job-encryption.js';
 import {
   ASYNC_OPTIONS_SOURCE_REQUIRED,
   FLEET_EVENTS_NEED_LISTEN,
@@ -86,6 +87,7 @@ const OPTION_NAMES = [
   'events',
   'pooler',
   'listenConnection',
+  'encryption',
 ];
 /** Options renamed before 1.0, each with what to use instead. */
 const RENAMED_OPTIONS: Record<string, string> = { flow: 'control' };
@@ -137,6 +139,7 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
   resolveSchedulesConfig(options.schedules);
   resolveControlConfig(options.control);
   resolveTracingConfig(options.tracing);
+  cipherOf(options);
   if (options.clock !== undefined && typeof options.clock?.now !== 'function') {
     throw new StampededConfigError(INVALID_CLOCK_OPTION(where, options.clock));
   }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { JOB_STATES } from '@stampeded/nestjs/internal';
+import { JOB_STATES, envelopeOf } from '@stampeded/nestjs/internal';
 import { JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { CliError, EXIT } from '../connection/cli-errors.js';
 import { cell, emit, fields, positiveInt, table } from '../output/output.js';
@@ -59,10 +59,10 @@ export function registerJobs(program: Command): void {
           );
           return [
             fields(Object.entries(rest).filter(([k]) => k !== 'dedup_key')),
-            `args:       ${JSON.stringify(args)}`,
+            `args:       ${stored(args)}`,
             `meta:       ${JSON.stringify(meta)}`,
             `progress:   ${progress == null ? '-' : JSON.stringify(progress)}`,
-            `result:     ${result == null ? '-' : JSON.stringify(result)}`,
+            `result:     ${result == null ? '-' : stored(result)}`,
             `checkpoint: ${checkpoint === null ? '-' : JSON.stringify(checkpoint)}`,
             `errors:     ${errorLines.length ? `\n${errorLines.join('\n')}` : '-'}`,
           ].join('\n');
@@ -94,4 +94,10 @@ export function registerJobs(program: Command): void {
         }),
       );
   }
+}
+
+/** Args or a result as stored; an encrypted one (docs/encryption.md) as "encrypted" and its key, not its ciphertext (the --json output keeps the envelope). */
+function stored(value: unknown): string {
+  const envelope = envelopeOf(value);
+  return envelope ? `encrypted (key ${envelope.kid}; readable only in a process that holds the key)` : JSON.stringify(value);
 }

@@ -1,14 +1,17 @@
-import { sql, type Statement } from '@stampeded/nestjs/internal';
+import { sealedKeyIdSql, sql, type Statement } from '@stampeded/nestjs/internal';
 
-/** The columns a list row shows; the full row is for the detail page only. */
+/**
+ * The columns a list row shows; the full row is for the detail page only.
+ * args_key_id: the key encrypted args are under, or NULL (docs/encryption.md).
+ */
 const LIST_COLUMNS = `j.id::text AS id, j.queue, j.task, j.state, j.priority, j.attempt, j.max_attempts, j.tenant_id,
        j.destination, j.scheduled_at, j.inserted_at, j.claimed_at, j.finished_at, j.failure_kind, left(j.last_error, 300) AS last_error,
-       j.source_queue, j.dead_letter_queue`;
+       j.source_queue, j.dead_letter_queue, ${sealedKeyIdSql('j.args')} AS args_key_id`;
 
 /** The same columns as the scan reads them: as stored, converted only for the rows a page keeps. */
 const SCANNED_COLUMNS = `j.id, j.queue, j.task, j.state, j.priority, j.attempt, j.max_attempts, j.tenant_id,
        j.destination, j.scheduled_at, j.inserted_at, j.claimed_at, j.finished_at, j.failure_kind, j.last_error,
-       j.source_queue, j.dead_letter_queue`;
+       j.source_queue, j.dead_letter_queue, j.args`;
 
 export interface JobFilters {
   queue?: string;

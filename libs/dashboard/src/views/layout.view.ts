@@ -39,7 +39,7 @@ details.json summary{cursor:pointer;color:#3a5a9c;margin-bottom:4px}details.json
 form.inline{display:inline}button{cursor:pointer;padding:3px 10px}
 .filters input,.filters select{margin-right:6px}.chart{background:#fff;border:1px solid #e3e6eb}
 .tag{display:inline-block;padding:0 6px;border-radius:8px;background:#e8ebf1;font-size:12px}
-.tag.hold{background:#fde2e0;color:#8c1d18}.tag.rush{background:#fff1cc}
+.tag.hold{background:#fde2e0;color:#8c1d18}.tag.encrypted{background:#e3f1e6;color:#1d5c2c}.tag.rush{background:#fff1cc}
 progress{width:160px;vertical-align:middle;margin-right:6px}
 a.button{display:inline-block;padding:2px 10px;border:1px solid #b9c0cc;border-radius:3px;background:#fff;color:#1d2330;text-decoration:none}
 header label.live{margin-left:auto;color:#cfd6e4;font-size:13px;cursor:pointer}

@@ -8,6 +8,7 @@ import { noResultText } from './job-result.view.js';
 import { jobTimeView } from './time.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
+import { encryptedTag, jsonView, storedView } from './stored-json.view.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
 
 /**
@@ -70,7 +71,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
   const rows = page.jobs.map((j) => [
     jobLink(ctx, j.id, j.queue),
     esc(j.queue),
-    esc(j.task),
+    `${esc(j.task)}${j.args_key_id ? ` ${encryptedTag(j.args_key_id)}` : ''}`,
     esc(j.state),
     `${esc(j.attempt)}/${esc(j.max_attempts)}`,
     show(j.tenant_id),
@@ -192,7 +193,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>, history = ''
     ],
   ];
   const errors = (job.errors ?? []) as Record<string, unknown>[];
-  const result = job.result != null ? jsonView(job.result) : `<p class="dim">${esc(noResultText(job.state))}</p>`;
+  const result = job.result != null ? storedView(job.result) : `<p class="dim">${esc(noResultText(job.state))}</p>`;
   const body = `<p>${actions}</p>
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
 ${history}
@@ -203,30 +204,13 @@ ${lastErrorView(job)}
     errors.map((e) => [esc(e.attempt), esc(e.at), esc(e.kind), esc(firstLine(e.message)), show(e.destination), show(e.exit_status)]),
     'no errors',
   )}
-<h2>Args</h2>${jsonView(job.args)}
+<h2>Args</h2>${storedView(job.args)}
 <h2>Meta</h2>${jsonView(job.meta)}
 <h2>Checkpoint</h2>${job.checkpoint === null ? '<p class="dim">none</p>' : `<p class="dim">#${esc(job.checkpoint_seq)} at ${esc(job.checkpoint_at)}</p>${jsonView(job.checkpoint)}`}`;
   // A job still on its way (waiting, running: its progress moves) keeps its
   // page live; a finished one's page stays as it is.
   const live = !FINISHED_STATES.has(job.state);
   return layout({ ...ctx, refreshSeconds: live ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
-}
-
-/** Past this many lines a JSON value starts folded, its size on the fold. */
-const FOLD_LINES = 40;
-
-/**
- * A JSON value on a job's page: pretty-printed and escaped; a large one
- * folded in a <details> (no script needed to open it) that says its size.
- */
-export function jsonView(value: unknown): string {
-  const text = JSON.stringify(value, null, 2) ?? 'null';
-  const lines = text.split('\n').length;
-  if (lines <= FOLD_LINES) return `<pre>${esc(text)}</pre>`;
-  const size = Buffer.byteLength(text) >= 1024 ? `${(Buffer.byteLength(text) / 1024).toFixed(1)} KiB` : `${Buffer.byteLength(text)} bytes`;
-  const count = Array.isArray(value) ? value.length : Object.keys(value as object).length;
-  const kind = `${Array.isArray(value) ? 'an array of' : 'an object of'} ${count} ${Array.isArray(value) ? 'item' : 'key'}${count === 1 ? '' : 's'}`;
-  return `<details class="json"><summary>${esc(`${kind}, ${lines} lines, ${size}: show`)}</summary><pre>${esc(text)}</pre></details>`;
 }
 
 /**

@@ -108,3 +108,19 @@ export class JobWaitError extends Error {
     super(message);
   }
 }
+
+/**
+ * Encrypted args or a result could not be opened: the key that sealed them
+ * (`keyId`) is not among this process's keys, or is not the key listed
+ * under that id, or the stored envelope is not one this runtime reads.
+ * docs/encryption.md.
+ */
+export class EncryptionError extends Error {
+  override name = 'EncryptionError';
+  constructor(
+    message: string,
+    readonly keyId?: string,
+  ) {
+    super(message);
+  }
+}

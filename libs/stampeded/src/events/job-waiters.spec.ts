@@ -6,6 +6,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { JobEvents } from './job-events.js';
 import type { JobEvent } from '../interfaces/job-event.interface.js';
 import { JobWaiters } from './job-waiters.js';
+import { JobEncryption } from '../encryption/job-encryption.js';
 
 /** A database that answers the waiters' two statements from a map of job states, and counts what it is asked. */
 function fakeDatabase(states: Map<string, string>) {
@@ -45,7 +46,7 @@ describe('JobWaiters', () => {
     const states = new Map(ids.map((id) => [id, 'executing']));
     const { db, calls } = fakeDatabase(states);
     const { events, events$ } = fakeEvents();
-    waiters = new JobWaiters(db, events);
+    waiters = new JobWaiters(db, events, new JobEncryption({}, new Map()));
     waiters.recheckEveryMs = 60_000;
     // Those still pending at the end are ended by the shutdown in afterEach.
     const waits = ids.map((id) => waiters.wait({ id }).catch((e: unknown) => e as { state?: string }));
@@ -83,7 +84,7 @@ describe('JobWaiters', () => {
     const states = new Map([[id, 'available']]);
     const { db } = fakeDatabase(states);
     const { events, reconnected$ } = fakeEvents();
-    waiters = new JobWaiters(db, events);
+    waiters = new JobWaiters(db, events, new JobEncryption({}, new Map()));
     const first = waiters.wait({ id }).catch((e: unknown) => e);
     const second = waiters.wait({ id }).catch((e: unknown) => e);
     await settled();

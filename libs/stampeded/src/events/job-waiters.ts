@@ -5,6 +5,7 @@ import { POLL_ONLY_INTERVAL_MS } from '../stampeded.constants.js';
 import type { JobEvents } from './job-events.js';
 import { FINISHED_OR_GONE, GET_JOB } from '../sql/jobs.sql.js';
 import { toJob } from '../queue/job.mapper.js';
+import type { JobEncryption } from '../encryption/job-encryption.js';
 import { InvalidJobError, JobWaitError } from '../errors/stampeded.errors.js';
 import { JOB_NOT_FOUND, WAITED_JOB_GONE, WAIT_ENDED_BY_SHUTDOWN, WAIT_TIMED_OUT } from '../stampeded.messages.js';
 import { FINISHED_STATES, type Job, type JobState } from '../interfaces/job.interface.js';
@@ -71,6 +72,7 @@ export class JobWaiters {
   constructor(
     private readonly db: StampededDatabase,
     private readonly events: JobEvents,
+    private readonly encryption: JobEncryption,
   ) {
     this.recheckEveryMs = db.canListen ? WAIT_RECHECK_MS : POLL_ONLY_INTERVAL_MS;
   }
@@ -129,7 +131,7 @@ export class JobWaiters {
       return;
     }
     if (FINISHED_STATES.has(row.state)) {
-      waiter.resolve(toJob(row));
+      waiter.resolve(this.encryption.openForReading(toJob(row)));
       return;
     }
     waiter.queue = row.queue;
@@ -215,7 +217,7 @@ export class JobWaiters {
       const { waited_id: _, ...stored } = row;
       let job: Job;
       try {
-        job = toJob(stored);
+        job = this.encryption.openForReading(toJob(stored));
       } catch (err) {
         for (const w of waiters) w.reject(err);
         continue;

@@ -1,11 +1,14 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
-import { ON_JOB_EVENT_METADATA, TASK_METADATA } from '../stampeded.constants.js';
+import { ON_JOB_EVENT_METADATA, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
 import type { TaskMetadata } from '../interfaces/task.interface.js';
 import type { JobEventType } from '../interfaces/job-event.interface.js';
 import { TaskRegistry } from './task.registry.js';
 import { JobEvents } from '../events/job-events.js';
+import { QueueRegistry } from '../queue/queue.registry.js';
+import { JobEncryption } from '../encryption/job-encryption.js';
+import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 
 /**
  * Collects @Task providers into the registry and subscribes @OnJobEvent
@@ -22,6 +25,8 @@ export class TaskExplorer implements OnModuleInit {
     private readonly reflector: Reflector,
     private readonly registry: TaskRegistry,
     private readonly events: JobEvents,
+    private readonly queues: QueueRegistry,
+    @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
   ) {}
 
   onModuleInit(): void {
@@ -31,6 +36,15 @@ export class TaskExplorer implements OnModuleInit {
       if (metadata) this.registry.register(wrapper.metatype as any, wrapper.instance, metadata);
       this.subscribeEventMethods(wrapper);
     }
+    this.requireKeys();
+  }
+
+  /** A task or queue that asks for encryption in an app without keys would fail its first enqueue: it stops the start instead. */
+  private requireKeys(): void {
+    const encryption = new JobEncryption(this.options, this.queues);
+    for (const task of this.registry.all()) if (task.metadata.encrypt) encryption.assertKeysFor(`@Task('${task.metadata.name}') on ${task.className}`);
+    for (const name of this.queues.names())
+      if (this.queues.get(name)?.encrypt) encryption.assertKeysFor(`StampededModule.registerQueue(${JSON.stringify(name)})`);
   }
 
   private subscribeEventMethods(wrapper: InstanceWrapper): void {

@@ -39,9 +39,22 @@ export interface ResolvedTask {
   defaults: JobOptions;
   /** Its validate option; undefined: its args are not checked here. */
   argsValidator?: ArgsValidator;
+  /** Its @Task() says `encrypt: true`. */
+  encrypt?: boolean;
 }
 
-const TASK_OPTION_NAMES = [...JOB_OPTION_NAMES, 'name', 'isolation', 'processFile', 'schedule', 'retryPolicy', 'storeResult', 'validate', 'ordering'] as const;
+const TASK_OPTION_NAMES = [
+  ...JOB_OPTION_NAMES,
+  'name',
+  'isolation',
+  'processFile',
+  'schedule',
+  'retryPolicy',
+  'storeResult',
+  'validate',
+  'ordering',
+  'encrypt',
+] as const;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -63,8 +76,10 @@ export class TaskRegistry {
     if (metadata.isolation === 'process' && !isModuleLocation(metadata.processFile)) {
       throw new StampededConfigError(PROCESS_FILE_REQUIRED(where, metadata.processFile));
     }
-    if (metadata.storeResult !== undefined && typeof metadata.storeResult !== 'boolean') {
-      throw new StampededConfigError(INVALID_OPTION(where, 'storeResult', `must be true or false, got ${describe(metadata.storeResult)}`));
+    for (const option of ['storeResult', 'encrypt'] as const) {
+      if (metadata[option] !== undefined && typeof metadata[option] !== 'boolean') {
+        throw new StampededConfigError(INVALID_OPTION(where, option, `must be true or false, got ${describe(metadata[option])}`));
+      }
     }
     validateOrdering(where, metadata.ordering);
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
@@ -105,14 +120,20 @@ export class TaskRegistry {
   resolve(task: string | Type<unknown>): ResolvedTask {
     const name = taskNameOf(task);
     const registered = this.tasks.get(name);
-    if (registered) return (registered.resolved ??= { name, defaults: jobOptionsOf(registered.metadata), argsValidator: registered.argsValidator });
+    if (registered) {
+      const { metadata, argsValidator } = registered;
+      return (registered.resolved ??= { name, defaults: jobOptionsOf(metadata), argsValidator, encrypt: metadata.encrypt === true });
+    }
     if (typeof task === 'string') return { name, defaults: {} };
     let resolved = this.unprovided.get(task);
     if (!resolved) {
       const metadata = taskMetadataOf(task);
       const where = `@Task('${name}') on ${task.name}`;
       const defaults = validateJobOptions(where, jobOptionsOf(metadata));
-      resolved = { name, defaults, argsValidator: toArgsValidator(where, metadata.validate) };
+      if (metadata.encrypt !== undefined && typeof metadata.encrypt !== 'boolean') {
+        throw new StampededConfigError(INVALID_OPTION(where, 'encrypt', `must be true or false, got ${describe(metadata.encrypt)}`));
+      }
+      resolved = { name, defaults, argsValidator: toArgsValidator(where, metadata.validate), encrypt: metadata.encrypt === true };
       this.unprovided.set(task, resolved);
     }
     return resolved;

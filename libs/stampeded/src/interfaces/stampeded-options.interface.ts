@@ -6,6 +6,7 @@ import type { SchedulesOptions } from './schedule.interface.js';
 import type { StampededClock } from './clock.interface.js';
 import type { ControlOptions, QueuePolicy } from './control.interface.js';
 import type { TracingOptions } from './tracing.interface.js';
+import type { EncryptionOptions } from './encryption.interface.js';
 
 export interface WorkerOptions {
   /** Run jobs in this process. `false` for API-only processes: they still enqueue. Default true. */
@@ -124,6 +125,14 @@ export interface StampededModuleOptions {
    * `true` or an object asks for them, and a missing package fails the startup.
    */
   tracing?: boolean | TracingOptions;
+  /**
+   * The keys that encrypt the args (and stored results) of the tasks and
+   * queues that say `encrypt: true`, AES-256-GCM in this process:
+   * `{ keys: { k2: <32 bytes, base64 or a Buffer>, k1: ... }, current: 'k2' }`.
+   * Every process that enqueues or runs such jobs needs them. See
+   * docs/encryption.md.
+   */
+  encryption?: EncryptionOptions;
 }
 
 export interface StampededModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
@@ -147,4 +156,10 @@ export interface RegisterQueueOptions {
   defaultJobOptions?: JobOptions;
   /** Fleet-wide policy (max_running, max_wait_secs), written at bootstrap; QueueControlService.setPolicy() changes it at run time. */
   policy?: QueuePolicy;
+  /**
+   * Store the args (and results) of every job on this queue encrypted, as a
+   * task's `encrypt: true` does, whatever its task. Needs forRoot's
+   * `encryption` keys in every process that enqueues to it or runs it.
+   */
+  encrypt?: boolean;
 }

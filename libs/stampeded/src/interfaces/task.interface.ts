@@ -61,6 +61,16 @@ export interface TaskOptions extends JobOptions {
    * retry after a crash (the reaper, an expiry) keeps its place.
    */
   ordering?: { retryKeepsPlace?: boolean };
+  /**
+   * Store this task's args, and its results when it stores them, encrypted
+   * with the current key of forRoot's `encryption` (AES-256-GCM, in this
+   * process): the jobs table, its dead letters and its schedules then hold
+   * an envelope that names the key, never the plaintext. The worker opens
+   * them before `validate` and `handle()`. Not encrypted: meta, the dedup
+   * scope, the ordering key, tenant, destination, progress, checkpoints and
+   * error messages. docs/encryption.md.
+   */
+  encrypt?: boolean;
 }
 
 export interface TaskMetadata extends TaskOptions {

@@ -8,6 +8,8 @@ import { INVALID_ARGS, OPTIONS_NOT_OBJECT } from '../stampeded.messages.js';
 import type { EnqueueOptions } from '../interfaces/job-options.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { TaskHandler } from '../interfaces/task.interface.js';
+import type { JobEncryption } from '../encryption/job-encryption.js';
+import { LIMITS } from '../stampeded.constants.js';
 
 /** One job to enqueue, as enqueue(), enqueueMany() and the workflows take it. */
 export interface JobRequest {
@@ -20,7 +22,9 @@ export interface JobRequest {
  * The rows enqueue inserts, each validated before anything is written: the
  * task resolved (TaskRegistry.resolve), its options layered over its queue's
  * and the module's defaults and the table's column defaults, its args
- * checked by the task's validate option.
+ * checked by the task's validate option, then sealed when its task or
+ * queue encrypts (JobEncryption): every way of enqueueing builds its rows
+ * here, so no plaintext of an encrypted task reaches a statement.
  */
 export class JobRowBuilder {
   constructor(
@@ -28,6 +32,7 @@ export class JobRowBuilder {
     private readonly queues: QueueRegistry,
     private readonly options: StampededModuleOptions,
     private readonly columnDefaults: JobColumnDefaults,
+    private readonly encryption: JobEncryption,
   ) {}
 
   /**
@@ -37,16 +42,22 @@ export class JobRowBuilder {
    */
   async build(jobs: readonly JobRequest[], where: (index: number) => string): Promise<JobRow[]> {
     const checks: Promise<void>[] = [];
+    const encrypts: boolean[] = [];
     const rows = jobs.map((job, i) => {
       const { row, task } = this.row(where(i), job);
       const invalid = checkArgs(where(i), task, row);
       if (invalid) checks.push(invalid);
+      encrypts.push(this.encryption.required(task.encrypt, row.queue));
       return row;
     });
     if (checks.length) {
       const refused = (await Promise.allSettled(checks)).find((check) => check.status === 'rejected');
       if (refused) throw refused.reason;
     }
+    // Sealed once checked: the validate option reads the plaintext.
+    rows.forEach((row, i) => {
+      if (encrypts[i]) row.args = this.encryption.seal(where(i), 'args', row.task, row.args, LIMITS.argsBytes);
+    });
     return rows;
   }
 

@@ -10,6 +10,7 @@ import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interf
 import type { TaskClass } from '../interfaces/task.interface.js';
 import { rejectUnknown, validateJobId, validateQueueName, validateTaskName } from './job-input.validator.js';
 import { toJob } from './job.mapper.js';
+import type { JobEncryption } from '../encryption/job-encryption.js';
 
 /** Where a getJob() or the like looks for the job. */
 export interface FindJobOptions {
@@ -34,13 +35,14 @@ export class JobReader {
   constructor(
     private readonly db: StampededDatabase,
     private readonly waiters: JobWaiters,
+    private readonly encryption: JobEncryption,
   ) {}
 
   async getJob(call: FindJobCall): Promise<Job | null> {
     const { task, id, options } = findJobCall('getJob()', call);
     const [row] = await this.db.query(GET_JOB, [id, options.queue ?? null]);
     if (!row || (task !== undefined && row.task !== task)) return null;
-    return toJob(row);
+    return this.encryption.openForReading(toJob(row));
   }
 
   waitFor(call: FindJobCall<WaitForOptions>): Promise<Job> {

@@ -3,12 +3,13 @@ import { StampededConfigError } from '../errors/stampeded.errors.js';
 import {
   CATCH_ALL_HOLDS_QUEUE_JOBS,
   DEFAULT_QUEUE_PARTITION,
+  INVALID_OPTION,
   NOT_A_WHOLE_NUMBER,
   QUEUE_DEFAULTS_NAME_ANOTHER_QUEUE,
   QUEUE_PARTITION_TAKEN,
   UNKNOWN_OPTIONS,
 } from '../stampeded.messages.js';
-import { validateJobOptions, validateQueueName } from './job-input.validator.js';
+import { describe, validateJobOptions, validateQueueName } from './job-input.validator.js';
 import { CREATE_QUEUE, PARTITION_NAME, PARTITION_OWNER, PROVISION_LOCK } from '../sql/queues.sql.js';
 import type { Statement } from '../sql/statement.js';
 import type { QueryResultRow } from 'pg';
@@ -16,7 +17,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { RegisterQueueOptions } from '../interfaces/stampeded-options.interface.js';
 import { validateQueuePolicy } from '../control/control.config.js';
 
-const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions', 'policy'];
+const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions', 'policy', 'encrypt'];
 
 /** The queues registered with StampededModule.registerQueue(), provisioned at bootstrap. */
 @Injectable()
@@ -33,6 +34,9 @@ export class QueueRegistry {
     }
     validateJobOptions(`${where} defaultJobOptions`, options.defaultJobOptions);
     validateQueuePolicy(where, options.policy);
+    if (options.encrypt !== undefined && typeof options.encrypt !== 'boolean') {
+      throw new StampededConfigError(INVALID_OPTION(where, 'encrypt', `must be true or false, got ${describe(options.encrypt)}`));
+    }
     if (options.defaultJobOptions?.queue !== undefined && options.defaultJobOptions.queue !== options.name) {
       throw new StampededConfigError(QUEUE_DEFAULTS_NAME_ANOTHER_QUEUE(where, options.name, options.defaultJobOptions.queue));
     }

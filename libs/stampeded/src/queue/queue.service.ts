@@ -16,6 +16,7 @@ import { JobRowBuilder } from './job-row.builder.js';
 import { JobInserter } from './job.inserter.js';
 import { JobReader, type FindJobCall, type FindJobOptions, type WaitForOptions } from './job.reader.js';
 import { WorkflowService } from '../workflows/workflow.service.js';
+import { JobEncryption } from '../encryption/job-encryption.js';
 import { CANCEL, CANCEL_NOTIFY, RETRY } from '../sql/jobs.sql.js';
 import { eventsChannel } from '../sql/notifications.sql.js';
 import { JOB_TRACER } from '../tracing/tracing.provider.js';
@@ -98,10 +99,11 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     @Inject(JOB_COLUMN_DEFAULTS) columnDefaults: JobColumnDefaults,
     @Optional() @Inject(JOB_TRACER) tracer: JobTracer | null = null,
   ) {
-    this.rows = new JobRowBuilder(tasks, queues, options, columnDefaults);
+    const encryption = new JobEncryption(options, queues);
+    this.rows = new JobRowBuilder(tasks, queues, options, columnDefaults, encryption);
     this.inserter = new JobInserter(db, tracer);
-    this.waiters = new JobWaiters(db, jobEvents);
-    this.reader = new JobReader(db, this.waiters);
+    this.waiters = new JobWaiters(db, jobEvents, encryption);
+    this.reader = new JobReader(db, this.waiters, encryption);
     this.workflowService = new WorkflowService(db, this.rows, this.inserter);
   }
 

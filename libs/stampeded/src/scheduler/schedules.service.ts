@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Subject, type Observable } from 'rxjs';
-import { DEFAULT_QUEUE, JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { DEFAULT_QUEUE, JOB_COLUMN_DEFAULTS, LIMITS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
+import { JobEncryption } from '../encryption/job-encryption.js';
 import type { JobColumnDefaults } from '../queue/job-column-defaults.js';
 import { INVALID_ARGS, INVALID_SCHEDULE, SCHEDULE_NOT_FOUND } from '../stampeded.messages.js';
 import { InvalidJobError, StampededConfigError } from '../errors/stampeded.errors.js';
@@ -47,6 +48,7 @@ export class SchedulesService {
   private readonly firer: ScheduleFirer;
   private readonly clock?: StampededClock;
   private readonly jobRows: JobRowBuilder;
+  private readonly encryption: JobEncryption;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -55,7 +57,8 @@ export class SchedulesService {
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
     @Inject(JOB_COLUMN_DEFAULTS) columnDefaults: JobColumnDefaults,
   ) {
-    this.jobRows = new JobRowBuilder(tasks, queues, options, columnDefaults);
+    this.encryption = new JobEncryption(options, queues);
+    this.jobRows = new JobRowBuilder(tasks, queues, options, columnDefaults, this.encryption);
     this.config = resolveSchedulesConfig(options.schedules);
     this.clock = options.clock;
     this.firer = new ScheduleFirer(db, this.config, this.clock);
@@ -75,8 +78,13 @@ export class SchedulesService {
     const queue = definition.queue ?? this.taskQueue(definition.task);
     const schedule = validateSchedule({ ...definition, queue }, this.now());
     // Every job it fires has these args (as JSON, as its jobs carry them): refused now, not once per firing.
-    const issues = await this.tasks.resolve(schedule.task).argsValidator?.issues(JSON.parse(schedule.args));
+    const task = this.tasks.resolve(schedule.task);
+    const issues = await task.argsValidator?.issues(JSON.parse(schedule.args));
     if (issues?.length) throw new InvalidJobError(INVALID_ARGS(`Schedule "${schedule.key}"`, schedule.task, issues));
+    // Stored sealed, and copied as they are into each job it fires: the jobs are sealed too (stampeded_schedule_job).
+    const args = this.encryption.required(task.encrypt, schedule.queue)
+      ? this.encryption.seal(`Schedule "${schedule.key}"`, 'args', schedule.task, schedule.args, LIMITS.argsBytes)
+      : schedule.args;
     const [{ known, server_now }] = await this.db.query<{ known: boolean; server_now: Date }>(SERVER_KNOWS_ZONE, [schedule.timezone]);
     if (!known) {
       throw new StampededConfigError(
@@ -91,7 +99,7 @@ export class SchedulesService {
       schedule.key,
       schedule.queue,
       schedule.task,
-      schedule.args,
+      args,
       schedule.meta,
       schedule.tenantId,
       schedule.priority,
@@ -106,7 +114,14 @@ export class SchedulesService {
       schedule.paused,
       this.jobOptionsFor(schedule.key, schedule.task, schedule.queue, definition.orderingKey),
     ]);
-    return toSchedule(row);
+    return this.readable(row);
+  }
+
+  /** A schedule as the app reads it: its args opened where this process holds their key. */
+  private readable(row: Record<string, any>): Schedule {
+    const schedule = toSchedule(row);
+    schedule.args = this.encryption.readable(schedule.task, schedule.args) as Schedule['args'];
+    return schedule;
   }
 
   /**
@@ -140,7 +155,7 @@ export class SchedulesService {
   private async setPaused(key: string, paused: boolean): Promise<Schedule> {
     const [row] = await this.db.query(SET_SCHEDULE_PAUSED, [key, paused]);
     if (!row) throw new StampededConfigError(SCHEDULE_NOT_FOUND(key));
-    return toSchedule(row);
+    return this.readable(row);
   }
 
   /** Deletes the schedule and its occurrence ledger; false when there was none. Jobs it enqueued stay. */
@@ -149,12 +164,12 @@ export class SchedulesService {
   }
 
   async list(): Promise<Schedule[]> {
-    return (await this.db.query(LIST_SCHEDULES)).map(toSchedule);
+    return (await this.db.query(LIST_SCHEDULES)).map((row) => this.readable(row));
   }
 
   async get(key: string): Promise<Schedule | undefined> {
     const [row] = await this.db.query(GET_SCHEDULE, [key]);
-    return row ? toSchedule(row) : undefined;
+    return row ? this.readable(row) : undefined;
   }
 
   /** Fires the schedule now, outside its rhythm; its next run is unchanged. */

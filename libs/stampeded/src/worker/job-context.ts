@@ -26,6 +26,8 @@ export interface JobRunHooks<Run> {
   onLost(run: Run, reason: string): void;
   /** ctx.progress(), its value already checked: see ProgressReporter. */
   progress(run: Run, text: string, value: JobProgress): Promise<boolean>;
+  /** Another job's stored result (ctx.dependencies()), opened when it is encrypted (JobEncryption.open). */
+  openResult(task: string, value: unknown): unknown;
 }
 
 const logger = new Logger('Stampeded');
@@ -101,7 +103,7 @@ export class RunContext<Run> implements JobContext {
       queue: row.queue,
       task: row.task,
       state: row.state,
-      result: row.result ?? null,
+      result: row.result == null ? null : (this.#hooks.openResult(row.task, row.result) as Result),
       lastError: row.last_error ?? null,
     }));
   }

@@ -17,7 +17,9 @@ import { RunningJobs, type RunningJob } from './running-jobs.js';
 import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
 import type { ArgsValidator } from '../queue/args-validator.js';
-import { INVALID_ARGS_AT_RUN } from '../stampeded.messages.js';
+import { INVALID_ARGS_AT_RUN, INVALID_ENCRYPTED_ARGS_AT_RUN } from '../stampeded.messages.js';
+import type { JobEncryption } from '../encryption/job-encryption.js';
+import { LIMITS } from '../stampeded.constants.js';
 
 export interface ExecutorConfig {
   workerId: string;
@@ -27,6 +29,8 @@ export interface ExecutorConfig {
   tracer?: JobTracer;
   /** The channel to notify the fleet of outcomes and progress on, asked at each write; undefined while nobody listens. */
   eventsChannel?: () => string | undefined;
+  /** Encrypted args and results (encryption/): opened before anything sees the job, sealed before the completion. */
+  encryption: JobEncryption;
 }
 
 /** How a job run ended, as far as this worker knows. */
@@ -68,6 +72,7 @@ export class JobExecutor {
       );
       return entry.progress.report(text, value);
     },
+    openResult: (task, value) => this.config.encryption.open(task, value),
   };
 
   private readonly lineListeners: ((queue: string) => void)[] = [];
@@ -125,7 +130,8 @@ export class JobExecutor {
    * given back (StartGrace).
    */
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome> {
-    const entry = this.running.add(job);
+    // Opened before its events, its validate option or its handler see it.
+    const entry = this.running.add(job, this.config.encryption.openToRun(job, this.tasks.get(job.task)?.metadata.encrypt));
     this.events.emit('active', job);
     const tracer = this.config.tracer;
     const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, countedAt)) : this.run(entry, claimedAt, countedAt);
@@ -151,6 +157,10 @@ export class JobExecutor {
         `It will be retried: deploy a worker that has the task, or fix the task name.`;
       return this.recordFailure(job, this.handlerFailure({ job, error, kind: 'raised' }, undefined, error));
     }
+    if (entry.sealing.unreadable) {
+      this.settle(entry);
+      return this.recordFailure(job, { kind: 'unrecoverable', error: entry.sealing.unreadable, retryDelayMs: null });
+    }
     // Queue control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
     const refusal = this.config.control?.admit(job);
     if (refusal) {
@@ -162,7 +172,7 @@ export class JobExecutor {
     }
     this.running.armDeadline(entry, claimedAt ?? Date.now());
     if (task.argsValidator) {
-      const invalid = await this.checkArgs(task.argsValidator, job);
+      const invalid = await this.checkArgs(task.argsValidator, job, entry.sealing.encrypted);
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       if (invalid) {
         this.settle(entry);
@@ -183,6 +193,7 @@ export class JobExecutor {
       result = await this.invoke(task, job, ctx, entry);
       // A result that cannot be stored fails the attempt as a throw would.
       if (task.metadata.storeResult !== false) stored = resultText(job.task, result);
+      if (stored !== null && entry.sealing.encrypted) stored = this.config.encryption.seal(`job ${job.id}`, 'result', job.task, stored, LIMITS.argsBytes);
     } catch (err) {
       // The run's last progress goes before its outcome, while the job is still ours.
       await entry.progress?.flush();
@@ -223,10 +234,12 @@ export class JobExecutor {
    * attempt alike, so the job is discarded at once, the issues in its error
    * history, rather than retried until its attempts run out.
    */
-  private async checkArgs(validator: ArgsValidator, job: Job): Promise<FailureRecord | undefined> {
+  private async checkArgs(validator: ArgsValidator, job: Job, encrypted: boolean): Promise<FailureRecord | undefined> {
     const issues = await validator.issues(job.args);
     if (!issues.length) return undefined;
-    return { kind: 'unrecoverable', error: INVALID_ARGS_AT_RUN(job.task, issues), retryDelayMs: null };
+    // An issue may quote the value it refuses: an encrypted job's error column gets none of them.
+    const error = encrypted ? INVALID_ENCRYPTED_ARGS_AT_RUN(job.task, issues.length) : INVALID_ARGS_AT_RUN(job.task, issues);
+    return { kind: 'unrecoverable', error, retryDelayMs: null };
   }
 
   /** The failure to record, as the task's retry policy decides it. */

@@ -1,5 +1,6 @@
 import type { Job } from '../interfaces/job.interface.js';
 import type { ProgressReporter } from './progress-reporter.js';
+import type { OpenedArgs } from '../encryption/job-encryption.js';
 import type { RunOutcome } from './job-executor.js';
 
 /** One job running in this worker, from its start to its recorded outcome. */
@@ -21,6 +22,8 @@ export interface RunningJob {
   deadlineAt: number;
   /** Made on the handler's first ctx.progress(): most never call it. */
   progress?: ProgressReporter;
+  /** Whether its args were stored encrypted or its task or queue encrypts, and why they could not be opened, if so. */
+  sealing: OpenedArgs;
   done: Promise<RunOutcome>;
 }
 
@@ -62,13 +65,14 @@ export class RunningJobs {
   }
 
   /** A job starts running: no deadline until one is armed. */
-  add(job: Job): RunningJob {
+  add(job: Job, sealing: OpenedArgs): RunningJob {
     const entry: RunningJob = {
       job,
       controller: undefined,
       startedAt: Date.now(),
       settled: false,
       deadlineAt: Infinity,
+      sealing,
       done: undefined as unknown as Promise<RunOutcome>,
     };
     this.entries.set(job.id, entry);

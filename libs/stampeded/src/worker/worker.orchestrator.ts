@@ -19,6 +19,7 @@ import { Worker, type RunOutcome, type WorkerConfig } from './worker.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import { JOB_TRACER } from '../tracing/tracing.provider.js';
+import { JobEncryption } from '../encryption/job-encryption.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
 
 export interface DrainOptions {
@@ -161,6 +162,7 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
           .filter((e): e is readonly [string, number] => e[1] !== undefined),
       ),
       control,
+      encryption: new JobEncryption(this.options, this.queues),
       tracer: this.tracer ?? undefined,
       eventsChannel: () => this.fleetListeners.channel(),
     };
