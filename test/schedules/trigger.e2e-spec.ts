@@ -81,7 +81,7 @@ describe('a schedule triggered by hand', () => {
     return run.json().job.id;
   }
 
-  it("from the dashboard and the CLI, enqueues the job the core's trigger does, in its key's line and its ledger", async () => {
+  it("from the dashboard and the CLI, enqueues the job the core's trigger does, in its key's order and its ledger", async () => {
     await schedules.upsert({
       key: 'account-7',
       task: 'sync-account',
@@ -102,7 +102,7 @@ describe('a schedule triggered by hand', () => {
       `SELECT j.id::text AS id, j.state, ${SETTINGS} AS settings FROM stampeded_jobs j WHERE j.id = ANY($1::uuid[]) ORDER BY j.ordering_position`,
       [ids],
     );
-    // In its key's line, in trigger order: the first runs, each later one waits behind it.
+    // In its key's order, in trigger order: the first runs, each later one waits behind it.
     expect(rows.map((r) => [r.id, r.state])).toEqual([
       [fromCore, 'available'],
       [fromDashboard, 'pending'],

@@ -36,7 +36,7 @@ describe('per-key ordering: jobs wait for their turn outside the claim index', (
   });
 
   type Setup = 'executing' | 'available' | 'retryable' | 'pending';
-  /** A key's line as rows in the given states, in their key's order; an executing job is held by `worker` at attempt 1 of maxAttempts. */
+  /** A key's jobs as rows in the given states, in their key's order; an executing job is held by `worker` at attempt 1 of maxAttempts. */
   const line = async (key: string, states: Setup[], maxAttempts = 3): Promise<string[]> => {
     const ids = states.map(() => nextId());
     for (const [i, state] of states.entries()) {

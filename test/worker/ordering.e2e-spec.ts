@@ -113,7 +113,7 @@ describe('per-key ordering', () => {
     expect(rows[0].n).toBeGreaterThan(0);
   }, 120_000);
 
-  it('keeps a retried job at the head of its line: the next job waits through its retries', async () => {
+  it("keeps a retried job at the front of its key's order: the next job waits through its retries", async () => {
     const jobs = await enqueueLine('step', 'retried', [{ n: 0, failUntil: 3 }, { n: 1 }, { n: 2 }, { n: 3 }]);
     await finished(jobs.map((j) => j.id));
     const runs = await runsOf('retried');
@@ -128,7 +128,7 @@ describe('per-key ordering', () => {
     expectOneAtATime(runs);
   }, 120_000);
 
-  it('sends the retry of a task with retryKeepsPlace: false to the back of its line', async () => {
+  it("sends the retry of a task with retryKeepsPlace: false to the back of its key's order", async () => {
     const jobs = await enqueueLine('step-giving-up-place', 'gives-up', [{ n: 0, failUntil: 2 }, { n: 1 }, { n: 2 }, { n: 3 }]);
     await finished(jobs.map((j) => j.id));
     const runs = await runsOf('gives-up');
@@ -149,7 +149,7 @@ describe('per-key ordering', () => {
     expect((await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [discarded[0].id])).rows[0].state).toBe('discarded');
     expect((await runsOf('discarded')).map((r) => r.n)).toEqual([0, 1, 2]);
 
-    // Cancelled: the head of the line is due in an hour and holds the jobs behind it.
+    // Cancelled: the front of its key's order is due in an hour and holds the jobs behind it.
     const held = await enqueueLine('step', 'held', [{ n: 0, options: { delayMs: 3_600_000 } }, { n: 1 }, { n: 2 }]);
     // A job of another key enqueued after them runs.
     const [after] = await enqueueLine('step', 'after-held', [{ n: 0 }]);
@@ -188,7 +188,7 @@ describe('per-key ordering in the claim', () => {
   const insertKeyed = (client: pg.Client, key: string, id: string) =>
     client.query(`INSERT INTO stampeded_jobs (id, queue, task, ordering_key, ordering_position) VALUES ($1, 'race', 'noop', $2, $1)`, [id, key]);
 
-  it("takes only the head of each key's line in one claim, in the seed's and the limited claims too", async () => {
+  it("takes only the front of each key's order in one claim, in the seed's and the limited claims too", async () => {
     await sql.query(`DELETE FROM stampeded_jobs WHERE queue = 'race'`);
     const ids = Array.from({ length: 6 }, (_, i) => `0190a000-0000-7000-8000-00000000000${i}`);
     for (const [i, id] of ids.entries()) await insertKeyed(sql, i % 2 ? 'odd' : 'even', id);

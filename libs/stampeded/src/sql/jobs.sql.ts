@@ -65,10 +65,10 @@ SELECT f.was, f.now_state, f.dead_lettered,
 );
 
 /**
- * Moves a retryable job to the back of its key's line ($4: a fresh UUIDv7,
+ * Moves a retryable job to the back of its key's order ($4: a fresh UUIDv7,
  * later than every position of its key drawn before it), for a task whose
  * retries give up their place (ordering: { retryKeepsPlace: false }), and
- * releases the job that waited behind it, now the head of the line
+ * releases the job that waited behind it, now the front of its key's order
  * (stampeded_release_waiting), in the same statement. Run after the failure
  * is recorded, fenced by the attempt that failed: a job claimed again
  * meanwhile, or finished, is left where it is. Until it runs the job holds

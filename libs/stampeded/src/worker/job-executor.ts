@@ -349,8 +349,8 @@ export class JobExecutor {
       // A deferral by queue control is not a retry: it keeps its place.
       if (job.orderingKey !== null && failure.kind !== 'breaker_open' && failure.kind !== 'throttled') {
         if (this.tasks.get(job.task)?.metadata.ordering?.retryKeepsPlace === false) {
-          await this.recorder.toBackOfLine(job).catch((err: unknown) => {
-            this.logger.warn(`job ${job.id} keeps its place in its key's line: moving it back failed (${(err as Error).message})`);
+          await this.recorder.toBackOfOrder(job).catch((err: unknown) => {
+            this.logger.warn(`job ${job.id} keeps its place in its key's order: moving it back failed (${(err as Error).message})`);
           });
         }
       }

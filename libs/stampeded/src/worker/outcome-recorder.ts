@@ -45,7 +45,7 @@ export class OutcomeRecorder {
   private pending: PendingCompletion[] = [];
   private flushing?: Promise<void>;
   private readonly inFlight = new Set<Promise<unknown>>();
-  /** Places at the back of a key's line (toBackOfLine): UUIDv7s, as the enqueue draws a job's first place. */
+  /** Places at the back of a key's order (toBackOfOrder): UUIDv7s, as the enqueue draws a job's first place. */
   private readonly positions = new UuidV7Source();
 
   /**
@@ -124,10 +124,10 @@ export class OutcomeRecorder {
 
   /**
    * Sends a keyed job that failed and will be retried to the back of its
-   * key's line (ORDERING_TO_BACK). Best effort: a job left in place is only
+   * key's order (ORDERING_TO_BACK). Best effort: a job left in place is only
    * waited for as the default waits for it.
    */
-  async toBackOfLine(job: Job): Promise<void> {
+  async toBackOfOrder(job: Job): Promise<void> {
     const [position] = this.positions.many(1);
     await this.track(this.persist(() => this.db.query(ORDERING_TO_BACK, [job.queue, job.id, job.attempt, position])));
   }

@@ -7,7 +7,7 @@
 -- AbortSignal; it is a courtesy, the fence does not depend on it. A
 -- cancelled workflow or keyed job releases the jobs waiting for it
 -- (stampeded_release_waiting) in the same transaction: a keyed job
--- cancelled while it waits in its line lets the next one through when it
+-- cancelled while it waits in its key's order lets the next one through when it
 -- was the head.
 CREATE OR REPLACE FUNCTION stampeded_cancel(p_id uuid, p_queue text DEFAULT NULL)
 RETURNS TABLE (was text, now_state text, queue text, worker_id uuid)

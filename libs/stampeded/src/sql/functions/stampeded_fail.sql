@@ -9,7 +9,7 @@
 -- (stampeded_push_error), with when the attempt started and its worker.
 -- A discarded workflow or keyed job releases the jobs waiting for it
 -- (stampeded_release_waiting) in the same transaction. A job that will be
--- retried keeps its place in its key's line: nothing behind it moves.
+-- retried keeps its place in its key's order: nothing behind it moves.
 CREATE OR REPLACE FUNCTION stampeded_fail(
     p_queue        text,
     p_id           uuid,

@@ -15,7 +15,7 @@
 --
 -- A discarded workflow or keyed job releases the jobs waiting for it
 -- (stampeded_release_waiting), one call for all of them. A job given back
--- for another attempt keeps its place in its key's line.
+-- for another attempt keeps its place in its key's order.
 CREATE OR REPLACE FUNCTION stampeded_reap(
     p_dead_after interval DEFAULT interval '5 minutes'
 ) RETURNS TABLE (id uuid, queue text, worker_id uuid)

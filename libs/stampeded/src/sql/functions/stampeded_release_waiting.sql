@@ -1,4 +1,4 @@
--- What waits on jobs that finished, or that moved back in their key's line:
+-- What waits on jobs that finished, or that moved back in their key's order:
 -- the one home of that decision, called by every function that ends a job
 -- (stampeded_complete_many, stampeded_complete, stampeded_fail,
 -- stampeded_cancel, stampeded_discard, stampeded_reap, the workflow cancel) and by the move of
@@ -7,7 +7,7 @@
 -- job never gets here.
 --
 -- p_outcome is the jobs' outcome ('completed', 'discarded', 'cancelled'), or
--- NULL for jobs that did not finish but went to the back of their line.
+-- NULL for jobs that did not finish but went to the back of their key's order.
 -- p_queues, p_ids, p_workflow_ids and p_keys are the jobs, one entry each,
 -- with their workflow_id and ordering_key (NULL when they have none).
 --
