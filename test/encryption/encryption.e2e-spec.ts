@@ -174,6 +174,16 @@ describe('encrypted args and results', () => {
     // The dead-letter copy is the sealed args, as they were.
     const [dead] = (await sql.query(`SELECT * FROM stampeded_jobs WHERE queue = 'secrets-dead' AND source_id = $1`, [ids.fails])).rows;
     expect(kidOf(dead.args)).toBe('k1');
+    // Redriven, the copies (this one, and the job its validate option refused) go back as they were stored,
+    // run on their plaintext again, and are dead-lettered again as they were.
+    const deadArgs = async () => (await sql.query(`SELECT args FROM stampeded_jobs WHERE queue = 'secrets-dead' ORDER BY source_id`)).rows.map((r) => r.args);
+    const copies = await deadArgs();
+    expect(copies.map(kidOf)).toEqual(['k1', 'k1']);
+    expect((await queue.redrive('secrets-dead')).moved).toBe(2);
+    await waitFor(() => handled().filter((e) => (e.args as { marker: string }).marker === marker(7)).length === 2, 'the redriven job run again');
+    await waitFor(async () => (await deadArgs()).length === 2, 'both dead-lettered again');
+    expect(await deadArgs()).toEqual(expect.arrayContaining(copies));
+    expect(await rowsText('stampeded_jobs')).not.toContain('SECRET-');
     // A refusal by the validate option says how many issues, not what they quote.
     const invalid = await job(ids.invalid);
     expect(invalid).toMatchObject({ state: 'discarded', failure_kind: 'unrecoverable' });
