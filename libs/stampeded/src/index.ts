@@ -38,7 +38,7 @@ export {
 export { DEFAULT_QUEUE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';
 export type { Job, JobState, FailureKind, JobErrorEntry, JobProgress, QueueCounts } from './interfaces/job.interface.js';
-export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod } from './interfaces/job-options.interface.js';
+export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod, DedupMode, DedupOptions } from './interfaces/job-options.interface.js';
 export type {
   TaskOptions,
   JobContext,

@@ -2,6 +2,26 @@ import type { EntityManager } from 'typeorm';
 
 export type DedupPeriod = 'minute' | 'hour' | 'day' | 'week' | 'month';
 
+/**
+ * What a duplicate does to the waiting job of its scope: `keep` leaves it as
+ * it is; `replace` gives it the duplicate's args and meta; `extend` also
+ * moves its run time to `delayMs` after the duplicate (debounce).
+ * docs/enqueue.md has the rules.
+ */
+export type DedupMode = 'keep' | 'replace' | 'extend';
+
+/** At most one waiting or running job per scope (and per period, when one is given). */
+export interface DedupOptions {
+  scope: string;
+  period?: DedupPeriod;
+  /** Default `keep`. */
+  mode?: DedupMode;
+  /** With `extend` (and only with it, which needs it): the job runs this many milliseconds after the newest request. */
+  delayMs?: number;
+  /** With `extend`: the job is never pushed later than this many milliseconds after the request that inserted it. */
+  maxDelayMs?: number;
+}
+
 /** The options a job carries, whoever sets them: @Task(), registerQueue(), forRoot() or enqueue(). */
 export interface JobOptions {
   queue?: string;
@@ -38,8 +58,8 @@ export interface EnqueueOptions extends JobOptions {
   destination?: string;
   /** This runtime's context for the job; stored under meta.nestjs. */
   meta?: Record<string, unknown>;
-  /** At most one pending job per scope (and per period, when one is given). */
-  dedup?: { scope: string; period?: DedupPeriod };
+  /** At most one pending job per scope (and per period, when one is given); `mode` says what a duplicate does to it. */
+  dedup?: DedupOptions;
   /**
    * Jobs of one queue with the same ordering key run one at a time, in
    * enqueue order (by id), across every process; jobs of other keys run
@@ -55,4 +75,10 @@ export interface EnqueueResult {
   id: string;
   /** True when a pending job with the same dedup scope existed: its id is returned and nothing was inserted. */
   deduplicated: boolean;
+  /**
+   * With dedup mode `replace` or `extend`, on a duplicate: true when its args
+   * and meta replaced the waiting job's, false when that job had been claimed
+   * already and was left as it was (the request is dropped).
+   */
+  replaced?: boolean;
 }

@@ -126,8 +126,31 @@ describe('buildJobRow: what it refuses, and how it says so', () => {
     expect(refusal(() => row({ dedup: { scope: 's', period: 'year' as never } }))).toMatch(
       /dedup\.period must be one of minute, hour, day, week, month, got "year"/,
     );
-    expect(refusal(() => row({ dedup: { scope: 's', window: 'day' } as never }))).toMatch(/dedup: unknown option "window"\. Allowed: scope, period\./);
+    expect(refusal(() => row({ dedup: { scope: 's', window: 'day' } as never }))).toMatch(
+      /dedup: unknown option "window"\. Allowed: scope, period, mode, delayMs, maxDelayMs\./,
+    );
     expect(refusal(() => row({ dedup: { scope: '' } }))).toMatch(/dedup\.scope must be a non-empty string/);
+  });
+
+  it('a dedup mode that does not exist, or delays that do not go with it', () => {
+    expect(refusal(() => row({ dedup: { scope: 's', mode: 'merge' as never } }))).toMatch(/dedup\.mode must be one of keep, replace, extend, got "merge"/);
+    expect(refusal(() => row({ dedup: { scope: 's', mode: 'replace', delayMs: 5 } }))).toMatch(/dedup\.delayMs is only read with mode 'extend'/);
+    expect(refusal(() => row({ dedup: { scope: 's', maxDelayMs: 5 } }))).toMatch(/dedup\.maxDelayMs is only read with mode 'extend' \(mode is 'keep'\)/);
+    expect(refusal(() => row({ dedup: { scope: 's', mode: 'extend' } }))).toMatch(/dedup\.delayMs is needed with mode 'extend'/);
+    expect(refusal(() => row({ delayMs: 5, dedup: { scope: 's', mode: 'extend', delayMs: 5 } }))).toMatch(/delayMs cannot be set with dedup mode 'extend'/);
+    expect(refusal(() => row({ dedup: { scope: 's', mode: 'extend', delayMs: -1 } }))).toMatch(/dedup\.delayMs must be a finite number of milliseconds/);
+    expect(refusal(() => row({ dedup: { scope: 's', mode: 'extend', delayMs: 10, maxDelayMs: 5 } }))).toMatch(
+      /dedup\.maxDelayMs must be at least dedup\.delayMs \(10\), got 5/,
+    );
+  });
+
+  it('a debouncing dedup mode on the row, and extend as its delay; keep as no mode at all', () => {
+    expect(row({ dedup: { scope: 's', mode: 'keep' } }).debounce).toBeUndefined();
+    expect(row({ dedup: { scope: 's', mode: 'replace' } })).toMatchObject({ debounce: { mode: 'replace', maxDelayMs: null }, delay_ms: null });
+    expect(row({ dedup: { scope: 's', mode: 'extend', delayMs: 500, maxDelayMs: 5000 } })).toMatchObject({
+      debounce: { mode: 'extend', maxDelayMs: 5000 },
+      delay_ms: 500,
+    });
   });
 
   it('an empty tenant or destination, and one with a NUL', () => {

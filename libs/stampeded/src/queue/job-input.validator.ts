@@ -3,7 +3,7 @@ import type { JobColumnDefaults } from './job-column-defaults.js';
 import { ENQUEUE_OPTION_NAMES, JOB_OPTION_NAMES } from './job-columns.js';
 import { INVALID_OPTION, META_NOT_BUILT_BY_RUNTIME, NOT_A_JOB_ID, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
-import type { DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
+import type { DedupMode, DedupPeriod, EnqueueOptions, JobOptions } from '../interfaces/job-options.interface.js';
 
 /** One job, validated and with every column the insert lists filled. */
 export interface JobRow {
@@ -30,6 +30,14 @@ export interface JobRow {
   remove_on_complete: boolean;
   /** The job's place in a line of jobs run one at a time (docs/ordering.md), or null. */
   ordering_key: string | null;
+  /** Not a column: what a duplicate does to the waiting job of its scope, when it changes it (dedup mode replace or extend). */
+  debounce?: Debounce;
+}
+
+/** A dedup mode that changes the waiting twin, and the cap on how far `extend` pushes it (null: none). */
+export interface Debounce {
+  mode: Exclude<DedupMode, 'keep'>;
+  maxDelayMs: number | null;
 }
 
 /** The job options among a task's @Task() options: what its jobs take as defaults. */
@@ -40,6 +48,7 @@ export function jobOptionsOf(options: JobOptions): JobOptions {
 }
 
 const DEDUP_PERIODS: readonly DedupPeriod[] = ['minute', 'hour', 'day', 'week', 'month'];
+const DEDUP_MODES: readonly DedupMode[] = ['keep', 'replace', 'extend'];
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
 
 /** Refuses an option: what was wrong with it and what to pass instead. */
@@ -248,9 +257,11 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
 
   let dedupScope: string | null = null;
   let dedupPeriod: DedupPeriod | null = null;
+  let debounce: Debounce | undefined;
+  let delayMs = options.delayMs ?? null;
   if (options.dedup !== undefined) {
-    if (options.dedup === null || typeof options.dedup !== 'object') fail(where, 'dedup', 'must be an object { scope, period? }');
-    rejectUnknown(`${where} dedup`, options.dedup, ['scope', 'period']);
+    if (options.dedup === null || typeof options.dedup !== 'object') fail(where, 'dedup', 'must be an object { scope, period?, mode?, delayMs?, maxDelayMs? }');
+    rejectUnknown(`${where} dedup`, options.dedup, ['scope', 'period', 'mode', 'delayMs', 'maxDelayMs']);
     dedupScope = nonEmptyString(where, 'dedup.scope', options.dedup.scope, LIMITS.dedupScopeBytes);
     if (options.dedup.period !== undefined) {
       if (!DEDUP_PERIODS.includes(options.dedup.period)) {
@@ -258,6 +269,9 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
       }
       dedupPeriod = options.dedup.period;
     }
+    debounce = debounceOf(where, options);
+    // An extended job's run time is its delay after the newest request, the first one's included.
+    if (debounce?.mode === 'extend') delayMs = options.dedup.delayMs!;
   }
 
   if (merged.deadLetterQueue !== undefined && merged.deadLetterQueue === queue) {
@@ -277,7 +291,7 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
     priority: merged.priority ?? columns.priority,
     destination,
     run_at: runAt,
-    delay_ms: options.delayMs ?? null,
+    delay_ms: delayMs,
     expire_seconds: merged.expireSeconds ?? columns.expireSeconds,
     max_attempts: merged.maxAttempts ?? columns.maxAttempts,
     ...backoffBaseColumns(baseMs),
@@ -289,7 +303,33 @@ export function buildJobRow(where: string, task: string, args: unknown, options:
     dead_letter_queue: merged.deadLetterQueue ?? null,
     remove_on_complete: merged.removeOnComplete ?? false,
     ordering_key: orderingKey,
+    ...(debounce && { debounce }),
   };
+}
+
+/** The dedup option's mode, checked with the delays that go with it: undefined for `keep`, which changes nothing. */
+function debounceOf(where: string, options: EnqueueOptions): Debounce | undefined {
+  const { mode = 'keep', delayMs, maxDelayMs } = options.dedup!;
+  if (!DEDUP_MODES.includes(mode)) fail(where, 'dedup.mode', `must be one of ${DEDUP_MODES.join(', ')}, got ${describe(mode)}`);
+  const milliseconds = (option: string, value: unknown) => {
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+      fail(where, option, `must be a finite number of milliseconds, 0 or more, got ${describe(value)}`);
+    return value;
+  };
+  if (mode !== 'extend') {
+    if (delayMs !== undefined) fail(where, 'dedup.delayMs', `is only read with mode 'extend' (mode is '${mode}'); use the job's own delayMs`);
+    if (maxDelayMs !== undefined) fail(where, 'dedup.maxDelayMs', `is only read with mode 'extend' (mode is '${mode}')`);
+    return mode === 'keep' ? undefined : { mode, maxDelayMs: null };
+  }
+  if (delayMs === undefined) fail(where, 'dedup.delayMs', "is needed with mode 'extend': how long after the newest request the job runs");
+  if (options.runAt !== undefined || options.delayMs !== undefined) {
+    fail(where, options.runAt !== undefined ? 'runAt' : 'delayMs', "cannot be set with dedup mode 'extend', whose dedup.delayMs sets the run time");
+  }
+  milliseconds('dedup.delayMs', delayMs);
+  if (maxDelayMs === undefined) return { mode, maxDelayMs: null };
+  milliseconds('dedup.maxDelayMs', maxDelayMs);
+  if (maxDelayMs < delayMs) fail(where, 'dedup.maxDelayMs', `must be at least dedup.delayMs (${delayMs}), got ${maxDelayMs}`);
+  return { mode, maxDelayMs };
 }
 
 /**

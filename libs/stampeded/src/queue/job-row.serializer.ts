@@ -1,6 +1,6 @@
 import type { JobRow } from './job-input.validator.js';
 import { ENQUEUE_ONE_KEYS } from '../sql/enqueue.sql.js';
-import { JOB_COLUMNS, JSON_COLUMNS } from './job-columns.js';
+import { JOB_COLUMNS, JSON_COLUMNS, type JobColumnName } from './job-columns.js';
 
 const ROW_KEYS = JOB_COLUMNS.map((c) => c.column);
 
@@ -15,15 +15,15 @@ const ROW_KEYS = JOB_COLUMNS.map((c) => c.column);
  * `extra`, each row's members of a statement's own columns (JSON members).
  */
 export function rowsToJson(rows: JobRow[], ids?: string[], extra?: string[]): [rows: string, shared: string] {
-  const shared: (keyof JobRow)[] = [];
-  const own: (keyof JobRow)[] = [];
+  const shared: JobColumnName[] = [];
+  const own: JobColumnName[] = [];
   for (const key of ROW_KEYS) {
     const first = rows[0]?.[key];
     if (first === null || first === undefined) own.push(key);
     else if (rows.every((row) => row[key] === first)) shared.push(key);
     else own.push(key);
   }
-  const member = (key: keyof JobRow, value: JobRow[keyof JobRow]) =>
+  const member = (key: JobColumnName, value: JobRow[JobColumnName]) =>
     `"${key}":${JSON_COLUMNS.has(key) || typeof value !== 'string' ? value : JSON.stringify(value)}`;
   const parts = new Array<string>(rows.length);
   for (let i = 0; i < rows.length; i++) {

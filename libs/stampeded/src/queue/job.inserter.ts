@@ -5,7 +5,7 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { DEDUP_TWIN_UNSETTLED, JSONB_OVER_LIMIT } from '../stampeded.messages.js';
 import { LIMITS } from '../stampeded.constants.js';
-import { ENQUEUE, ENQUEUE_KEYED, ENQUEUE_ONE, ENQUEUE_PLAIN, ENQUEUE_PLAIN_KEYED } from '../sql/enqueue.sql.js';
+import { ENQUEUE, ENQUEUE_DEBOUNCE, ENQUEUE_KEYED, ENQUEUE_ONE, ENQUEUE_PLAIN, ENQUEUE_PLAIN_KEYED } from '../sql/enqueue.sql.js';
 import type { Statement } from '../sql/statement.js';
 import type { EnqueueResult } from '../interfaces/job-options.interface.js';
 import type { JobRow } from './job-input.validator.js';
@@ -15,11 +15,12 @@ import { UuidV7Source } from './uuidv7.js';
 /** A duplicate racing a concurrent insert of its twin is asked again, this many times. */
 const DEDUP_RACE_RETRIES = 5;
 
-type InsertAnswer = { ord: number; id: string | null; deduplicated: boolean };
+type InsertAnswer = { ord: number; id: string | null; deduplicated: boolean; replaced?: boolean };
 
 /**
  * Inserts validated rows: chooses the statement (one job, a plain batch, a
- * batch with ordering keys, a batch with dedup scopes), draws the ids, and
+ * batch with ordering keys, a batch with dedup scopes, the debounced rows of
+ * a batch, after its others), draws the ids, and
  * asks again for the duplicates whose twin changed state under them. With a
  * `manager`, on the caller's transaction.
  */
@@ -65,27 +66,47 @@ export class JobInserter {
       return ids.map((id) => ({ id, deduplicated: false }));
     }
     const results: EnqueueResult[] = new Array(rows.length);
-    let pending = rows.map((row, index) => ({ row, index }));
+    const items = rows.map((row, index) => ({ row, index }));
+    const debounced = items.filter((item) => item.row.debounce);
+    const kept = debounced.length ? items.filter((item) => !item.row.debounce) : items;
+    if (kept.length) await this.deduplicate(kept, keyed ? ENQUEUE_KEYED : ENQUEUE, results, run);
+    if (debounced.length) await this.deduplicate(debounced, ENQUEUE_DEBOUNCE, results, run);
+    return results;
+  }
+
+  /**
+   * Inserts rows with a dedup scope through `statement`, into `results` by
+   * each row's index, asking again for the duplicates whose twin changed
+   * state under them (the statement answers their id NULL).
+   */
+  private async deduplicate(
+    items: { row: JobRow; index: number }[],
+    statement: Statement,
+    results: EnqueueResult[],
+    run: (statement: Statement, values: unknown[]) => Promise<InsertAnswer[]>,
+  ): Promise<void> {
+    const debounce = statement === ENQUEUE_DEBOUNCE;
+    let pending = items;
     for (let round = 0; pending.length && round <= DEDUP_RACE_RETRIES; round++) {
+      const rows = pending.map((p) => p.row);
       // Ids drawn here as for the plain enqueue: a job inserted takes its row's, a duplicate its twin's.
-      const answer = await run(
-        keyed ? ENQUEUE_KEYED : ENQUEUE,
-        rowsToJson(
-          pending.map((p) => p.row),
-          this.ids.many(pending.length),
-        ),
-      );
+      const answer = await run(statement, rowsToJson(rows, this.ids.many(pending.length), debounce ? rows.map(debounceMembers) : undefined));
       const unresolved: typeof pending = [];
-      for (const { ord, id, deduplicated } of answer) {
+      for (const { ord, id, deduplicated, replaced } of answer) {
         const item = pending[ord - 1];
         if (id === null) unresolved.push(item);
-        else results[item.index] = { id, deduplicated };
+        else results[item.index] = debounce && deduplicated ? { id, deduplicated, replaced: replaced === true } : { id, deduplicated };
       }
       pending = unresolved;
     }
     if (pending.length) throw new Error(DEDUP_TWIN_UNSETTLED(pending.length));
-    return results;
   }
+}
+
+/** A debounced row's members of ENQUEUE_DEBOUNCE's own columns (DEBOUNCE_INPUT_COLUMNS), as JSON. */
+function debounceMembers(row: JobRow): string {
+  const { mode, maxDelayMs } = row.debounce!;
+  return `"dedup_mode":"${mode}","dedup_max_delay_ms":${maxDelayMs ?? 'null'}`;
 }
 
 /**

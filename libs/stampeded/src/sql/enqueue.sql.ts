@@ -1,5 +1,7 @@
 import { sql } from './statement.js';
 import { JOB_COLUMNS, PLAIN_INPUT_COLUMNS } from '../queue/job-columns.js';
+import { WAITING_STATES } from '../interfaces/job.interface.js';
+import { RUNTIME_META_KEY } from '../stampeded.constants.js';
 
 // The enqueue statements. Their input columns, insert and select lists are
 // made from JOB_COLUMNS (queue/job-columns.ts), the one list of what an
@@ -243,4 +245,102 @@ export const READ_JOB_COLUMN_DEFAULTS = sql(
      FROM pg_attrdef d
      JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
     WHERE d.adrelid = $1::regclass AND a.attname = ANY($2::text[])`,
+);
+
+/** What ENQUEUE_DEBOUNCE reads beside a job's columns: its dedup mode and cap (JobRow's debounce). */
+export const DEBOUNCE_INPUT_COLUMNS = [
+  { column: 'dedup_mode', type: 'text' },
+  { column: 'dedup_max_delay_ms', type: 'double precision' },
+] as const;
+
+/** The states in which a debounced duplicate may change its twin: waiting, and claimed by no one. */
+const REPLACEABLE = `j.state IN (${[...WAITING_STATES].map((s) => `'${s}'`).join(', ')}) AND j.claimed_by IS NULL`;
+
+/**
+ * An extended twin's new run time: the newest request's (its dedup.delayMs
+ * from now), but no later than its cap after the request that inserted the
+ * twin (inserted_at, which nothing changes). Past the cap the twin keeps the
+ * time it has, so a steady stream of requests cannot starve it.
+ */
+const EXTENDED_AT = `CASE WHEN n.dedup_mode <> 'extend' THEN j.scheduled_at
+            WHEN n.dedup_max_delay_ms IS NULL THEN ${SCHEDULED_AT('n.run_at', 'n.delay_ms')}
+            ELSE least(${SCHEDULED_AT('n.run_at', 'n.delay_ms')},
+                       greatest(j.scheduled_at, j.inserted_at + make_interval(secs => n.dedup_max_delay_ms / 1000.0))) END`;
+
+/**
+ * ENQUEUE for jobs whose dedup mode is replace or extend (debounce), with
+ * the same answer plus `replaced`. Per scope, the batch's newest request is
+ * the one that counts: the twin of its scope, when it is waiting and claimed
+ * by no one, takes its args and meta (this runtime's key of meta only: the
+ * keys other runtimes wrote stay) and, with extend, its run time
+ * (EXTENDED_AT). Without such a twin the newest request is inserted, under
+ * the id of the scope's first row in the batch. The UPDATE is fenced on the
+ * twin still waiting: one claimed meanwhile (PostgreSQL rechecks the WHERE
+ * on the row it waited for) is left as it is, and so is one running: a
+ * request whose twin was seen running answers `replaced: false`. A twin
+ * inserted or claimed after this statement's snapshot answers a NULL id, and
+ * the caller asks again, as for ENQUEUE.
+ */
+export const ENQUEUE_DEBOUNCE = sql(
+  'stampeded_enqueue_debounce',
+  (() => {
+    // The newest request's columns, under its scope's first id.
+    const inserted = insertedColumns((column) => (column === 'id' ? 'c.first_id' : `c.${column}`), true);
+    const columns = inserted.map((c) => c.column).join(', ');
+    const values = inserted.map((c) => c.value).join(', ');
+    return `
+WITH input AS MATERIALIZED (
+    SELECT r.*, ${DEDUP_KEY} AS dedup_key
+      FROM ${jobInputRows(DEBOUNCE_INPUT_COLUMNS)}
+),
+scope AS MATERIALIZED (
+    SELECT DISTINCT ON (queue, dedup_key) queue, dedup_key, ord AS first_ord, id AS first_id
+      FROM input ORDER BY queue, dedup_key, ord
+),
+newest AS MATERIALIZED (
+    SELECT DISTINCT ON (i.queue, i.dedup_key) i.*, s.first_ord, s.first_id
+      FROM input i JOIN scope s USING (queue, dedup_key)
+     ORDER BY i.queue, i.dedup_key, i.ord DESC
+),
+replaced AS (
+    UPDATE stampeded_jobs j
+       SET args = n.args,
+           meta = (j.meta - '${RUNTIME_META_KEY}') || n.meta,
+           scheduled_at = ${EXTENDED_AT}
+      FROM newest n
+     WHERE j.queue = n.queue AND j.dedup_key = n.dedup_key AND ${REPLACEABLE}
+    RETURNING j.id, n.queue, n.dedup_key
+),
+inserted AS (
+    INSERT INTO stampeded_jobs (${columns}, state)
+    SELECT ${values}, ${KEYED_STATE('c', 'c.nth > 1')}
+      FROM (SELECT n.*, row_number() OVER (PARTITION BY n.queue, n.ordering_key ORDER BY n.first_ord) AS nth
+              FROM newest n
+             WHERE NOT EXISTS (SELECT 1 FROM replaced p WHERE p.queue = n.queue AND p.dedup_key = n.dedup_key)) c
+     ORDER BY c.first_ord
+    ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING id
+),
+outcome AS (
+    SELECT s.queue, s.dedup_key, s.first_ord, s.first_id,
+           coalesce(w.id, p.id, running.id) AS id,
+           p.id IS NOT NULL AS replaced
+      FROM scope s
+      LEFT JOIN inserted w ON w.id = s.first_id
+      LEFT JOIN replaced p ON p.queue = s.queue AND p.dedup_key = s.dedup_key
+      LEFT JOIN LATERAL (
+           SELECT j.id FROM stampeded_jobs j
+            WHERE w.id IS NULL AND p.id IS NULL
+              AND j.queue = s.queue AND j.dedup_key = s.dedup_key AND NOT (${REPLACEABLE})
+            LIMIT 1) running ON true
+)
+SELECT i.ord::int AS ord,
+       o.id::text AS id,
+       i.ord <> o.first_ord OR o.id <> i.id AS deduplicated,
+       -- A later row of the batch replaced, in effect, the args its scope's first row inserted.
+       o.replaced OR (i.ord <> o.first_ord AND o.id = o.first_id) AS replaced
+  FROM input i
+  JOIN outcome o USING (queue, dedup_key)
+ ORDER BY i.ord`;
+  })(),
 );
