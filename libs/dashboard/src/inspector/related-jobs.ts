@@ -14,7 +14,7 @@ export interface JobRef {
 export interface RelatedJobs {
   /** The job this one is a dead-letter copy of. */
   source: (JobRef & { attempts: number | null }) | null;
-  /** The dead-letter copy a discarded job left in its dead_letter_queue; `copy` null when none was found. */
+  /** The dead-letter copy a discarded job left in its dead_letter_queue, while it waits there; `copy` null when none waits. */
   deadLetter: { queue: string; copy: JobRef | null } | null;
   workflow: { id: string; name: string; kind: string; as: string; waitsFor: JobRef[]; waitedForBy: JobRef[] } | null;
   /** Its ordering key's jobs enqueued just before and after it in its queue, looked for among `scanned` jobs each way. */
@@ -23,8 +23,8 @@ export interface RelatedJobs {
   dedup: { scope: string; period: string | null; twins: JobRef[] } | null;
 }
 
-/** Minutes either side of a job's end in which its dead-letter copy's id was drawn. */
-const COPY_WINDOW_MS = 5 * 60_000;
+/** How long after a job's end its dead-letter copy's id is looked for: the rest of the transaction that discarded it. */
+const COPY_WINDOW_MS = 60_000;
 
 /** The lowest or highest UUIDv7 of a millisecond: its first 48 bits are the time. */
 export function uuidv7Bound(at: Date, high: boolean): string {
@@ -48,7 +48,7 @@ export class RelatedJobsInspector {
     const [copy] = await this.db.query(DEAD_LETTER_COPY, [
       job.dead_letter_queue,
       job.id,
-      uuidv7Bound(new Date(end.getTime() - COPY_WINDOW_MS), false),
+      uuidv7Bound(end, false),
       uuidv7Bound(new Date(end.getTime() + COPY_WINDOW_MS), true),
     ]);
     return { queue: job.dead_letter_queue, copy: copy ? { id: copy.id, queue: copy.queue, state: copy.state } : null };

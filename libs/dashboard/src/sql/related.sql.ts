@@ -1,17 +1,22 @@
 import { sql } from '@stampeded/nestjs/internal';
 
 /**
- * A discarded job's dead-letter copy: in its dead-letter queue, by its
- * source_id, among the copies made within a few minutes of the job's end.
- * The copy's id is a UUIDv7 drawn in the transaction that discarded the job,
- * so $3 and $4 (UUIDv7 bounds around finished_at) make this a short range of
- * the dead-letter partition's primary key, however many copies it holds.
+ * A discarded job's dead-letter copy while it waits in its dead-letter
+ * queue (available, retryable or discarded there, as a redrive finds it):
+ * by its source_id, among the copies made in the minute after the job's
+ * end. The copy's id is a UUIDv7 drawn in the transaction that discarded
+ * the job (on the clock, after its now()), so $3 and $4, UUIDv7 bounds
+ * from finished_at, make this a short range of stampeded_jobs_dead_letter_idx
+ * (migration 4), which holds only waiting copies and has their source_id:
+ * an index-only read however many copies the queue has handled. A copy
+ * handled since (completed, or redriven) is not looked for.
  */
 export const DEAD_LETTER_COPY = sql(
   'dashboard_dead_letter_copy',
   `SELECT id::text AS id, queue, state FROM stampeded_jobs
-    WHERE queue = $1 AND source_id = $2::uuid AND id BETWEEN $3::uuid AND $4::uuid
-    ORDER BY id DESC LIMIT 1`,
+    WHERE queue = $1 AND id BETWEEN $3::uuid AND $4::uuid AND source_id = $2::uuid
+      AND source_queue IS NOT NULL AND state IN ('available', 'retryable', 'discarded')
+    ORDER BY id LIMIT 1`,
 );
 
 /**

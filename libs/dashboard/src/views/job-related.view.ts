@@ -19,7 +19,7 @@ export function relatedSection(ctx: PageContext, related: RelatedJobs): string {
       'its dead letter',
       related.deadLetter.copy
         ? `${link(ctx, related.deadLetter.copy)} in ${esc(related.deadLetter.queue)}`
-        : `<span class="dim">none found in ${esc(related.deadLetter.queue)}: redriven, or pruned</span>`,
+        : `<span class="dim">none waiting in ${esc(related.deadLetter.queue)}: handled, redriven or pruned</span>`,
     ]);
   }
   if (related.workflow) {
