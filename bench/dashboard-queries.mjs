@@ -18,7 +18,10 @@
 import pg from 'pg';
 import { startPostgres, createTestDatabase } from '@stampeded/testing';
 import { migrate } from '@stampeded/nestjs';
-import { listJobsQuery, GET_JOB, ERRORS_BY_FINGERPRINT, THROUGHPUT } from '../libs/dashboard/dist/sql/jobs.sql.js';
+import { GET_JOB, ERRORS_BY_FINGERPRINT, THROUGHPUT } from '../libs/dashboard/dist/sql/jobs.sql.js';
+import { listJobsQuery } from '../libs/dashboard/dist/sql/job-list.sql.js';
+import { DEAD_LETTER_COPY, DEDUP_TWINS, NEIGHBOUR_SCAN, ORDERING_NEIGHBOURS } from '../libs/dashboard/dist/sql/related.sql.js';
+import { uuidv7Bound } from '../libs/dashboard/dist/inspector/related-jobs.js';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../libs/dashboard/dist/sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../libs/dashboard/dist/sql/workers.sql.js';
 import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../libs/stampeded/dist/sql/dead-letters.sql.js';
@@ -37,7 +40,7 @@ try {
     // Mostly finished jobs, as a busy install holds: the pages that matter
     // must find the few live ones among them.
     await client.query(
-      `INSERT INTO stampeded_jobs (queue, task, state, tenant_id, destination, finished_at, error_fingerprint, last_error, source_id, source_queue, scheduled_at)
+      `INSERT INTO stampeded_jobs (queue, task, state, tenant_id, destination, finished_at, error_fingerprint, last_error, source_id, source_queue, scheduled_at, args)
        SELECT (ARRAY['emails', 'payments', 'reports', 'emails-dead'])[1 + g % 4], 'task-' || (g % 20),
               CASE WHEN g % 100 = 0 THEN 'available' WHEN g % 100 = 1 THEN 'retryable' WHEN g % 100 = 2 THEN 'discarded' ELSE 'completed' END,
               'tenant-' || (g % 1000), CASE WHEN g % 10 = 0 THEN 'api-' || (g % 5) END,
@@ -45,7 +48,8 @@ try {
               CASE WHEN g % 100 IN (1, 2) THEN stampeded_fingerprint('timeout after ' || (g % 50) || ' ms') END,
               CASE WHEN g % 100 IN (1, 2) THEN 'timeout after ' || (g % 50) || ' ms' END,
               CASE WHEN g % 4 = 3 THEN uuidv7() END, CASE WHEN g % 4 = 3 THEN 'emails' END,
-              now() - make_interval(secs => (g % 600))
+              now() - make_interval(secs => (g % 600)),
+              jsonb_build_object('orderId', g, 'region', (ARRAY['eu', 'us'])[1 + g % 2])
          FROM generate_series($1::int, $2::int) g`,
       [from, Math.min(total, from + batch - 1)],
     );
@@ -81,6 +85,14 @@ try {
     rows: [fp],
   } = await client.query(`SELECT encode(stampeded_fingerprint('connection reset by 10.0.0.1'), 'hex') AS hex`);
   const bound = (await client.query(`SELECT uuidv7()::text AS id`)).rows[0].id;
+  const {
+    rows: [fpTimeout],
+  } = await client.query(`SELECT encode(stampeded_fingerprint('timeout after 1 ms'), 'hex') AS hex`);
+  // A copy's id as the dead-letter lookup reads it: its time is the first 48 bits.
+  const {
+    rows: [copy],
+  } = await client.query(`SELECT id::text AS id, source_id::text AS source_id FROM stampeded_jobs WHERE queue = 'emails-dead' AND state = 'available' LIMIT 1`);
+  copy.at = parseInt(copy.id.replace(/-/g, '').slice(0, 12), 16);
 
   const cases = [
     ['queues: counters', QUEUE_COUNTS.text, []],
@@ -105,11 +117,36 @@ try {
       ['jobs: task, bounded scan, halfway', { task: 'task-2', after: halfway }],
       ['jobs: task, bounded scan, page found', { task: 'task-2' }],
       ['jobs: task + completed, bounded scan', { task: 'task-3', state: 'completed' }],
+      // The searches. args, meta and an id's tail have no index: a bounded
+      // scan, within the queue when one is given. One order in a million
+      // reads the whole budget; half the jobs in a region fill a page at once.
+      ['search: args {"orderId": n}, one match', { args: JSON.stringify({ orderId: total - 5 }) }],
+      ['search: args {"region": "eu"}', { args: '{"region":"eu"}' }],
+      ['search: args, one queue, one match', { queue: 'payments', args: JSON.stringify({ orderId: total - 7 }) }],
+      ['search: meta, no match', { meta: '{"activejob":{}}' }],
+      ["search: id's tail", { idTail: someId.slice(-12) }],
+      ['search: whole id', { id: someId }],
+      // Every failing job has one of two errors, numbers normalised out: a
+      // fingerprint matches 20,000 jobs, read newest first from the failing
+      // index; with a state that index does not hold, a bounded scan.
+      ['search: fingerprint (20,000 failing)', { fingerprint: fpTimeout.hex.slice(0, 12) }],
+      ['search: fingerprint + discarded + queue', { fingerprint: fpTimeout.hex.slice(0, 12), state: 'discarded', queue: 'emails' }],
+      ['search: fingerprint + completed, bounded', { fingerprint: fpTimeout.hex.slice(0, 12), state: 'completed' }],
     ].map(([name, filters]) => {
       const { statement, values } = listJobsQuery(filters, 51, 20_000);
       return [name, statement.text, values];
     }),
     ['job: by id and queue', GET_JOB.text, [someId, someQueue]],
+    // A job's related jobs: its dead-letter copy by a short range of the
+    // dead-letter partition's key; its ordering key's neighbours, none here,
+    // the most that walk can cost (10,000 jobs each way); dedup twins.
+    [
+      'related: dead-letter copy',
+      DEAD_LETTER_COPY.text,
+      ['emails-dead', copy.source_id, uuidv7Bound(new Date(copy.at - 1000), false), uuidv7Bound(new Date(copy.at + 60_000), true)],
+    ],
+    ['related: ordering key, none near', ORDERING_NEIGHBOURS.text, [someQueue, 'customer-1', someId, NEIGHBOUR_SCAN]],
+    ['related: dedup twins', DEDUP_TWINS.text, [someQueue, 'digest:1', new Date(), 'day']],
     ['job: by id alone', GET_JOB.text, [someId, null]],
     ['errors by fingerprint', ERRORS_BY_FINGERPRINT.text, [null, 50]],
     ['workers', WORKERS.text, []],
@@ -120,13 +157,13 @@ try {
     ['dlq redrive batch of 1,000 (fp)', REDRIVE_BATCH.text, ['emails-dead', null, Buffer.from(fp.hex, 'hex'), bound, null, 1000], { rollback: true }],
   ];
   console.log(`\n${total.toLocaleString('en')} jobs. Execution time of each query (EXPLAIN ANALYZE), best of 3:\n`);
-  console.log(`${'query'.padEnd(36)} ${'ms'.padStart(9)} ${'no-timing'.padStart(9)} ${'wall'.padStart(9)}  under 100 ms  index  plan`);
+  console.log(`${'query'.padEnd(40)} ${'ms'.padStart(9)} ${'no-timing'.padStart(9)} ${'wall'.padStart(9)}  under 100 ms  index  plan`);
   for (const [name, text, values, how = {}] of cases) {
     const timed = await best(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`, values, how);
     const untimed = await best(`EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${text}`, values, how);
     const wall = await wallClock(text, values, how);
     console.log(
-      `${name.padEnd(36)} ${timed.ms.toFixed(2).padStart(9)} ${untimed.ms.toFixed(2).padStart(9)} ${wall.toFixed(2).padStart(9)}  ${wall < 100 ? 'yes' : 'NO '}           ` +
+      `${name.padEnd(40)} ${timed.ms.toFixed(2).padStart(9)} ${untimed.ms.toFixed(2).padStart(9)} ${wall.toFixed(2).padStart(9)}  ${wall < 100 ? 'yes' : 'NO '}           ` +
         `${readsByIndex(timed.plan) ? 'yes' : 'NO '}    ${describe(timed.plan)}`,
     );
   }

@@ -14,6 +14,10 @@ import {
   RUNNING_JOBS,
   WORKERS,
   SCHEDULES,
+  DEAD_LETTER_COPY,
+  DEDUP_TWINS,
+  NEIGHBOUR_SCAN,
+  ORDERING_NEIGHBOURS,
 } from '@stampeded/dashboard/internal';
 
 // Which plan each dashboard query gets, not how fast it runs (bench/
@@ -150,6 +154,48 @@ describe('dashboard queries', () => {
     }
   });
 
+  // The searches no index serves (an id's tail, args or meta containing a
+  // value) are the same bounded walk of the primary key, within the queue
+  // when one is given: never a read of a whole partition.
+  it.each([
+    ['args containing a value', { args: '{"orderId":42}' }],
+    ['meta containing a value, after a cursor', { meta: '{"activejob":{}}', after }],
+    ["an id's tail", { idTail: 'e02e15ff571a' }],
+    ['args containing a value, in one queue', { queue: 'work', args: '{"orderId":42}' }],
+    ["an id's tail and a state no index holds, in one queue", { queue: 'mail', idTail: '571a', state: 'completed' }],
+    ['an error fingerprint and a state the failing index does not hold', { fingerprint: 'abcdef012345', state: 'completed' }],
+  ])('searches %s by a bounded scan of the primary key, without sorting', async (_what, filters) => {
+    const { statement, values, scan } = listJobsQuery(filters, 51, 20_000);
+    expect(scan).toBe(20_000);
+    for (const generic of [false, true]) {
+      const { indexes, seqScans, nodes } = await plan(statement.text, values, generic);
+      expect(seqScans).toEqual([]);
+      expect(indexes).toEqual(['stampeded_jobs_pkey']);
+      expect(nodes.filter((n) => /Sort/.test(n))).toEqual([]);
+      expect(nodes.slice(nodes.indexOf('Subquery Scan'))).toContain('Limit');
+    }
+  });
+
+  it.each([
+    ['a whole id (skip scan of the primary key)', { id: '01a2372e-0000-7000-8000-000000000000' }, 'stampeded_jobs_pkey'],
+    ['an error fingerprint by its first digits', { fingerprint: 'PREFIX' }, 'stampeded_jobs_failing_idx'],
+    ['an error fingerprint and a failing state, in a queue', { fingerprint: 'PREFIX', state: 'discarded', queue: 'work' }, 'stampeded_jobs_failing_idx'],
+    ['an error fingerprint and args', { fingerprint: 'PREFIX', args: '{"orderId":42}' }, 'stampeded_jobs_failing_idx'],
+    ['a tenant and meta', { tenant: 'tenant-40', meta: '{"activejob":{}}' }, 'stampeded_jobs_tenant_idx'],
+  ])('searches %s by an index', async (_what, filters, expected) => {
+    if ('fingerprint' in filters) {
+      const { rows } = await sql.query(`SELECT left(encode(stampeded_fingerprint('upstream 503'), 'hex'), 12) AS prefix`);
+      filters = { ...filters, fingerprint: rows[0].prefix };
+    }
+    const { statement, values, scan } = listJobsQuery(filters, 51);
+    expect(scan).toBeNull();
+    for (const generic of [false, true]) {
+      const { indexes, seqScans } = await plan(statement.text, values, generic);
+      expect(seqScans).toEqual([]);
+      expect(indexes.join(' ')).toMatch(new RegExp(expected));
+    }
+  });
+
   const bound = 'ffffffff-ffff-7fff-bfff-ffffffffffff';
   it.each([
     ['a job by id and queue', GET_JOB.text, ['01a2372e-0000-7000-8000-000000000000', 'mail'], 'stampeded_jobs_pkey'],
@@ -163,6 +209,19 @@ describe('dashboard queries', () => {
     ['a dead-letter queue to redrive', REDRIVE_PREVIEW.text, ['work-dead', null, null, bound], 'stampeded_jobs_dead_letter_idx'],
     ['a dead-letter queue to redrive, one task', REDRIVE_PREVIEW.text, ['work-dead', 'sync-2', null, bound], 'stampeded_jobs_dead_letter_idx'],
     ['a batch of a redrive', REDRIVE_BATCH.text, ['work-dead', null, null, bound, null, 1000], 'stampeded_jobs_dead_letter_idx'],
+    [
+      "a discarded job's dead-letter copy",
+      DEAD_LETTER_COPY.text,
+      ['work-dead', bound, '00000000-0000-7000-8000-000000000000', bound],
+      'stampeded_jobs_dead_letter_idx',
+    ],
+    [
+      "an ordering key's neighbours",
+      ORDERING_NEIGHBOURS.text,
+      ['work', 'customer-1', '01a2372e-0000-7000-8000-000000000000', NEIGHBOUR_SCAN],
+      'stampeded_jobs_pkey',
+    ],
+    ['dedup twins in the periods next to a job', DEDUP_TWINS.text, ['work', 'digest:1', new Date(), 'day'], 'stampeded_jobs_dedup_idx'],
   ])('reads %s through its index', async (_what, text, values, expected) => {
     const { indexes, seqScans } = await plan(text, values);
     expect(seqScans).toEqual([]);

@@ -37,6 +37,15 @@ export const BAD_FILTER = (name: string, value: string, allowed: readonly string
 export const BAD_SCAN = (value: string, max: number) =>
   `scan is how many jobs a page of a filter without an index may read: a whole number from 1 to ${max.toLocaleString('en')}; got ${JSON.stringify(value)}.`;
 
+export const BAD_ID_FILTER = (value: string) =>
+  `id must be a job's id (a UUID) or its last characters as the jobs list shows them (4 or more hex digits, such as e02e15ff571a); got ${JSON.stringify(value)}.`;
+
+export const BAD_FINGERPRINT_FILTER = (value: string) =>
+  `fingerprint must be an error fingerprint's first 8 to 64 hex digits, as the errors page shows it; got ${JSON.stringify(value)}.`;
+
+export const BAD_JSON_FILTER = (name: string, value: string) =>
+  `${name} must be a JSON object the job's ${name} contain, such as {"orderId": 42}; got ${JSON.stringify(value)}.`;
+
 export const BAD_CURSOR = () => `The page cursor is not one this dashboard wrote: start again from the first page.`;
 
 export const NOT_ACTIONABLE = (action: string, id: string, state: string) => `Job ${id} is ${state}: ${action} does nothing to a job in that state.`;

@@ -16,12 +16,13 @@ export function registerJobs(program: Command): void {
     .option('--task <task>', 'only this task')
     .option('--tenant <tenant>', 'only this tenant')
     .option('--destination <destination>', 'only this destination')
+    .option('--id <id>', "a job's id, or its last hex digits as the list shows them (4 or more)")
+    .option('--fingerprint <hex>', "an error fingerprint's first 8 to 64 hex digits, as the errors page shows it")
+    .option('--args <json>', 'jobs whose args contain this JSON object, such as \'{"orderId": 42}\'')
+    .option('--meta <json>', 'jobs whose meta contains this JSON object')
     .option('--limit <n>', 'rows per page (at most 500)', positiveInt('--limit'), 50)
     .option('--after <cursor>', 'the page after this cursor (printed under the previous page)')
-    .option(
-      '--scan <n>',
-      'a task without a queue, tenant, destination or waiting or running state has no index: read at most n jobs per page for it (default 20000)',
-    )
+    .option('--scan <n>', 'a search no index serves (a task without a queue, an id tail, args, meta) reads at most n jobs per page (default 20000)')
     .action((opts, command: Command) =>
       withConnection(command, async ({ inspector }, options) => {
         const page = await inspector.jobs(opts);
@@ -34,7 +35,7 @@ export function registerJobs(program: Command): void {
             const span = `the ${opts.after ? 'next' : 'first'} ${page.scan.budget.toLocaleString('en')} jobs`;
             const found = rows.length
               ? `${rows.length === 1 ? '1 match' : `${rows.length} matches`} found in ${span}`
-              : `no ${opts.after ? 'more ' : ''}${opts.state ? `${opts.state} ` : ''}jobs of task ${opts.task} among ${span}`;
+              : `no ${opts.after ? 'more ' : ''}${opts.state ? `${opts.state} ` : ''}${opts.task ? `jobs of task ${opts.task}` : 'matching jobs'} among ${span}`;
             return `${body ? `${body}\n\n` : ''}${found}; search further: --after ${page.next}`;
           }
           if (!rows.length) return 'no jobs';

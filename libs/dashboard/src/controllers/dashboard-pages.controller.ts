@@ -28,6 +28,8 @@ import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
 import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowPage, workflowsPage } from '../views/pages.view.js';
 import { healthPage } from '../views/health.view.js';
 import { jobHistorySections } from '../views/job-history.view.js';
+import { badSearchPage } from '../views/job-search.view.js';
+import { InspectorInputError } from '../inspector/inspector-input.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 import { operatorOf, QUEUE_ACTIONS, runJobAction, SCHEDULE_ACTIONS } from './dashboard-api.controller.js';
 
@@ -68,9 +70,28 @@ export class DashboardPagesController {
   @Get('jobs')
   @HtmlPage()
   async jobs(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
-    const filters = { queue: q.queue, state: q.state, task: q.task, tenant: q.tenant, destination: q.destination, after: q.after, scan: q.scan };
-    const page = await this.inspector.jobs(filters);
-    return jobsPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, filters, page);
+    const filters = {
+      queue: q.queue,
+      state: q.state,
+      task: q.task,
+      tenant: q.tenant,
+      destination: q.destination,
+      id: q.id,
+      fingerprint: q.fingerprint,
+      args: q.args,
+      meta: q.meta,
+      after: q.after,
+      scan: q.scan,
+    };
+    const ctx = { ...this.context(request, response), refreshSeconds: this.options.refreshSeconds };
+    try {
+      return jobsPage(ctx, filters, await this.inspector.jobs(filters));
+    } catch (error) {
+      // A search typed wrong is answered on the page, the form kept as typed.
+      if (!(error instanceof InspectorInputError)) throw error;
+      response.statusCode = 400;
+      return badSearchPage({ ...ctx, refreshSeconds: 0 }, filters, error.message);
+    }
   }
 
   @Get('jobs/:id')

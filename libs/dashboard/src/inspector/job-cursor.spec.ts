@@ -31,4 +31,10 @@ describe('page cursors', () => {
     expect(() => decodeCursor(cursor)).toThrow(BAD_CURSOR);
     expect(() => decodeCursor(cursor)).toThrow(InspectorInputError);
   });
+
+  it('carry the last job fingerprint for a listing in fingerprint order', () => {
+    const fingerprint = 'ab'.repeat(32);
+    expect(decodeCursor(encodeCursor('q', ID, fingerprint))).toEqual({ queue: 'q', id: ID, fingerprint });
+    expect(() => decodeCursor(Buffer.from(JSON.stringify(['q', ID, 'not hex'])).toString('base64url'))).toThrow(BAD_CURSOR);
+  });
 });

@@ -1,12 +1,14 @@
 import { JOB_STATES, type JobState } from '@stampeded/nestjs/internal';
-import { ERRORS_BY_FINGERPRINT, GET_JOB, MAX_SCAN, listJobsQuery, type JobFilters } from '../sql/jobs.sql.js';
+import { ERRORS_BY_FINGERPRINT, GET_JOB } from '../sql/jobs.sql.js';
+import { MAX_SCAN, listJobsQuery, type JobFilters } from '../sql/job-list.sql.js';
+import { searchFilters, type JobSearch } from './job-search.js';
 import { BAD_FILTER, BAD_SCAN } from '../dashboard.messages.js';
 import type { InspectorDatabase } from './inspector-database.js';
 import { InspectorInputError, assertJobId } from './inspector-input.js';
 import { decodeCursor, encodeCursor } from './job-cursor.js';
 
-/** The jobs list's filters and page, as the dashboard's query string and the CLI's options give them. */
-export interface JobListOptions {
+/** The jobs list's filters, searches and page, as the dashboard's query string and the CLI's options give them. */
+export interface JobListOptions extends JobSearch {
   queue?: string;
   state?: string;
   task?: string;
@@ -43,7 +45,7 @@ export class JobInspector {
     const limit = Math.min(Math.max(1, Math.floor(filters.limit ?? 50)), MAX_PAGE);
     assertState(filters.state);
     const budget = scanBudget(filters.scan);
-    const query: JobFilters = {};
+    const query: JobFilters = searchFilters(filters);
     for (const key of ['queue', 'state', 'task', 'tenant', 'destination'] as const) {
       if (filters[key] !== undefined && filters[key] !== '') query[key] = filters[key];
     }
@@ -53,7 +55,9 @@ export class JobInspector {
     if (scan === null) {
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
-      return { jobs: page, next: rows.length > limit && last ? encodeCursor(last.queue, last.id) : null };
+      // A listing in fingerprint order hands on the last job's fingerprint with it.
+      const next = rows.length > limit && last ? encodeCursor(last.queue, last.id, last.fingerprint_order ?? undefined) : null;
+      return { jobs: page.map(({ fingerprint_order: _f, ...job }) => job), next };
     }
     // A bounded scan's rows: its matches in list order, and, last, the scan's
     // own last row when the budget was spent before the LIMIT was reached.

@@ -37,7 +37,7 @@ pre{background:#fff;border:1px solid #e3e6eb;padding:8px;overflow:auto;max-heigh
 pre.error{border-color:#e6a7a2;border-left:4px solid #b3261e}h2 .dim{font-weight:400;font-size:13px}
 details.json summary{cursor:pointer;color:#3a5a9c;margin-bottom:4px}details.json pre{max-height:600px}
 form.inline{display:inline}button{cursor:pointer;padding:3px 10px}
-.filters input,.filters select{margin-right:6px}.chart{background:#fff;border:1px solid #e3e6eb}
+.filters p{margin:0 0 6px}.filters label{margin-right:10px;font-size:13px;color:#5b6475}.filters input,.filters select{margin-left:2px}.chart{background:#fff;border:1px solid #e3e6eb}
 .tag{display:inline-block;padding:0 6px;border-radius:8px;background:#e8ebf1;font-size:12px}
 .tag.hold{background:#fde2e0;color:#8c1d18}.tag.encrypted{background:#e3f1e6;color:#1d5c2c}.tag.rush{background:#fff1cc}
 progress{width:160px;vertical-align:middle;margin-right:6px}

@@ -6,6 +6,7 @@ import type { QueueSummary, ThroughputBucket } from '../inspector/queue-inspecto
 import { throughputChart } from './chart.view.js';
 import { noResultText } from './job-result.view.js';
 import { jobTimeView } from './time.view.js';
+import { SEARCH_FIELDS, jobSearchForm, searchDescription } from './job-search.view.js';
 import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
 import { encryptedTag, jsonView, storedView } from './stored-json.view.js';
@@ -61,13 +62,7 @@ export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput:
 }
 
 export function jobsPage(ctx: PageContext, filters: Record<string, string | undefined>, page: JobPage): string {
-  const input = (name: string) => `<input name="${name}" placeholder="${name}" value="${esc(filters[name] ?? '')}" size="12">`;
-  const stateSelect = `<select name="state"><option value="">any state</option>${JOB_STATES.map(
-    (s) => `<option${filters.state === s ? ' selected' : ''}>${s}</option>`,
-  ).join('')}</select>`;
-  // A scan budget given in the address stays with the filters it was given for.
-  const scanField = filters.scan ? `<input type="hidden" name="scan" value="${esc(filters.scan)}">` : '';
-  const form = `<form class="filters" method="get" action="${esc(`${ctx.base}/jobs`)}">${input('queue')}${stateSelect}${input('task')}${input('tenant')}${input('destination')}${scanField}<button>Filter</button></form>`;
+  const form = jobSearchForm(ctx, filters);
   const rows = page.jobs.map((j) => [
     jobLink(ctx, j.id, j.queue),
     esc(j.queue),
@@ -91,7 +86,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
   // Acting on every match goes through a confirmation page that counts them.
   const { after: _a, scan: _s, ...matching } = filters;
   const bulk =
-    ctx.readOnly || !page.jobs.length
+    ctx.readOnly || !page.jobs.length || SEARCH_FIELDS.some((f) => filters[f])
       ? ''
       : `<p class="bulk">Every job matching this filter: ${BULK_LABELS.map(
           ([action, label]) => `<a class="button" href="${esc(`${ctx.base}/bulk/${action}${query(matching)}`)}">${label}…</a>`,
@@ -108,7 +103,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
   // table found, and says so, with a link that reads on from where it stopped.
   const budget = page.scan.budget.toLocaleString('en');
   const more = filters.after ? 'more ' : '';
-  const which = `${filters.state ? `${filters.state} ` : ''}jobs of task ${filters.task ?? ''}`;
+  const which = searchDescription(filters);
   const span = `the ${filters.after ? 'next' : 'first'} ${budget} jobs`;
   let body: string;
   if (!page.scan.ranOut) {
@@ -121,7 +116,7 @@ export function jobsPage(ctx: PageContext, filters: Record<string, string | unde
       ? `${table(columns, rows)}<p>Showing ${found} found in ${esc(span)}.${further}</p>${first}`
       : `<p>No ${more}${esc(which)} among ${esc(span)}.${further}</p>${first}`;
   }
-  const note = `<p class="dim">No index serves this filter: each page reads at most ${budget} jobs, in the list's order, and shows those that match.</p>`;
+  const note = `<p class="dim">No index serves this filter: each page reads at most ${budget} jobs${filters.queue ? ` of ${esc(filters.queue)}` : ''}, in the list's order, and shows those that match.</p>`;
   return layout(ctx, '/jobs', 'Jobs', `${form}${redrive}${bulk}${body}${note}`);
 }
 
@@ -183,7 +178,9 @@ export function jobPage(ctx: PageContext, job: Record<string, any>, history = ''
     ['failure kind', show(job.failure_kind)],
     [
       'error fingerprint',
-      job.error_fingerprint ? `<a href="${esc(`${ctx.base}/errors`)}">${esc(String(job.error_fingerprint).slice(0, 16))}…</a>` : show(null),
+      job.error_fingerprint
+        ? `<a href="${esc(`${ctx.base}/jobs${query({ fingerprint: String(job.error_fingerprint).slice(0, 16) })}`)}" title="every job with this error">${esc(String(job.error_fingerprint).slice(0, 16))}…</a>`
+        : show(null),
     ],
     ['dedup', show(job.dedup_scope ? `${job.dedup_scope}${job.dedup_period ? ` per ${job.dedup_period}` : ''}` : null)],
     ['dead-letter queue', show(job.dead_letter_queue)],
@@ -239,7 +236,7 @@ function progressView(progress: unknown): string {
 
 export function errorsPage(ctx: PageContext, errors: Record<string, any>[]): string {
   const rows = errors.map((e) => [
-    `<code>${esc(String(e.fingerprint).slice(0, 12))}</code>`,
+    `<a href="${esc(`${ctx.base}/jobs${query({ fingerprint: String(e.fingerprint).slice(0, 12) })}`)}" title="every job with this error"><code>${esc(String(e.fingerprint).slice(0, 12))}</code></a>`,
     esc(e.jobs),
     esc(e.retrying),
     e.discarded ? `<span class="bad">${esc(e.discarded)}</span>` : '0',
