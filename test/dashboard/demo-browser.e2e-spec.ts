@@ -79,6 +79,14 @@ describeInBrowser(`the demo app's dashboard in a browser (${HAS_CHROMIUM ? CHROM
     expect(first).toBeGreaterThanOrEqual(41);
     await waitFor(async () => (await completed('emails')) > first, 'the trickle of new emails to complete on the page');
     await page.screenshot({ path: `${SCREENSHOTS}/demo-queues.png`, fullPage: true });
+    await page.goto(`${base}/stampeded/jobs?queue=emails`);
+    expect(await page.locator('main table tbody time').count()).toBeGreaterThan(0);
+    await page.screenshot({ path: `${SCREENSHOTS}/demo-jobs.png` });
+    // Nothing is wrong with the demo's tables: a partition merely due for
+    // autovacuum's next round is not marked red.
+    await page.goto(`${base}/stampeded/health`);
+    expect(await page.locator('h2:text-is("Vacuum") + table .bad').count()).toBe(0);
+    await page.screenshot({ path: `${SCREENSHOTS}/demo-health.png`, fullPage: true });
   });
 
   it('retries the dead-lettered import once the feed is fixed, and watches it complete', async () => {
@@ -87,6 +95,9 @@ describeInBrowser(`the demo app's dashboard in a browser (${HAS_CHROMIUM ? CHROM
     const href = (await link.getAttribute('href'))!;
     await link.click();
     expect(await page.textContent('main')).toContain('is not valid XML');
+    expect(await page.textContent('h2:text-is("Result") + p')).toContain('none: the job was discarded');
+    expect(await page.locator('section[aria-labelledby="attempts-heading"] tbody tr').count()).toBe(3);
+    await page.screenshot({ path: `${SCREENSHOTS}/demo-job-discarded.png`, fullPage: true });
     await waitFor(() => Date.now() > feedFixedAt + 500, 'the demo feed to be fixed', 10_000, 250);
     await page.click('button:text-is("Retry")');
     await waitFor(async () => {

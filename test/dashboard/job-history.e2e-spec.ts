@@ -134,6 +134,7 @@ describeInChromium("a job's history in the dashboard", () => {
     expect(await page.textContent('tr:has(th:text-is("its workflow")) td')).toBe('nightly, as report');
     expect(await page.getAttribute('tr:has(th:text-is("its workflow")) a', 'href')).toBe(`/stampeded/workflows/${flow.id}`);
     expect(await page.getAttribute('tr:has(th:text-is("waits for")) a', 'href')).toBe(`/stampeded/jobs/${flow.jobs.fetch}?queue=history`);
+    await page.screenshot({ path: `${SCREENSHOTS}/job-related.png`, fullPage: true });
 
     const keyed = [];
     for (let i = 0; i < 3; i++) keyed.push(await queue.enqueue('step', { i }, { orderingKey: 'customer-7', ...later }));
@@ -150,6 +151,5 @@ describeInChromium("a job's history in the dashboard", () => {
     expect(today.deduplicated).toBe(false);
     await page.goto(`${base}/stampeded/jobs/${today.id}?queue=history`);
     expect(await page.getAttribute('tr:has(th:text-is("dedup digest:7 per day")) a', 'href')).toBe(`/stampeded/jobs/${rows[0].id}?queue=history`);
-    await page.screenshot({ path: `${SCREENSHOTS}/job-related.png`, fullPage: true });
   });
 });
