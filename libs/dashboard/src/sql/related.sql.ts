@@ -23,18 +23,23 @@ export const DEAD_LETTER_COPY = sql(
  * A workflow job's place: the workflow, its name in it
  * (stampeded_workflow_jobs_job_idx), the jobs it waits for
  * (stampeded_workflow_edges_job_idx) and the jobs that wait for it (the
- * edges' primary key, which leads with depends_on_id), each by name.
+ * edges' primary key, which leads with depends_on_id), each by name, with
+ * its state (the jobs' primary key; 'removed' once pruned).
  */
 export const WORKFLOW_PLACE = sql(
   'dashboard_workflow_place',
   `SELECT w.id::text AS workflow_id, w.name AS workflow, w.kind, m.name,
-          coalesce((SELECT json_agg(json_build_object('name', dm.name, 'id', e.depends_on_id::text, 'queue', e.depends_on_queue) ORDER BY dm.name)
+          coalesce((SELECT json_agg(json_build_object('name', dm.name, 'id', e.depends_on_id::text, 'queue', e.depends_on_queue,
+                                                      'state', coalesce(d.state, 'removed')) ORDER BY dm.name)
                       FROM stampeded_workflow_edges e
                       JOIN stampeded_workflow_jobs dm ON dm.workflow_id = e.workflow_id AND dm.job_id = e.depends_on_id
+                      LEFT JOIN stampeded_jobs d ON d.queue = e.depends_on_queue AND d.id = e.depends_on_id
                      WHERE e.job_id = m.job_id), '[]'::json) AS waits_for,
-          coalesce((SELECT json_agg(json_build_object('name', dm.name, 'id', e.job_id::text, 'queue', e.job_queue) ORDER BY dm.name)
+          coalesce((SELECT json_agg(json_build_object('name', dm.name, 'id', e.job_id::text, 'queue', e.job_queue,
+                                                      'state', coalesce(d.state, 'removed')) ORDER BY dm.name)
                       FROM stampeded_workflow_edges e
                       JOIN stampeded_workflow_jobs dm ON dm.workflow_id = e.workflow_id AND dm.job_id = e.job_id
+                      LEFT JOIN stampeded_jobs d ON d.queue = e.job_queue AND d.id = e.job_id
                      WHERE e.depends_on_id = m.job_id), '[]'::json) AS waited_for_by
      FROM stampeded_workflow_jobs m
      JOIN stampeded_workflows w ON w.id = m.workflow_id
