@@ -223,6 +223,20 @@ describe('stampeded CLI', () => {
       expect(human.stdout).toMatch(/next page: --after \S+/);
     });
 
+    it('finds jobs by the args they contain, the tail of an id, and an error fingerprint', async () => {
+      const byArgs = (await cli(url, ['jobs', 'list', '--args', '{"card": "4242"}', '--json'])).json();
+      // The job, and its dead letter with the same args.
+      expect(byArgs.jobs.map((j: any) => `${j.queue} ${j.state}`).sort()).toEqual(['billing discarded', 'billing-dead available']);
+      const byTail = (await cli(url, ['jobs', 'list', '--queue', 'mail', '--id', pending[3].slice(-8), '--json'])).json();
+      expect(byTail.jobs.map((j: any) => j.id)).toEqual([pending[3]]);
+      const { rows } = await sql.query(`SELECT encode(error_fingerprint, 'hex') AS fp FROM stampeded_jobs WHERE queue = 'billing' AND task = 'refund'`);
+      const byFingerprint = (await cli(url, ['jobs', 'list', '--fingerprint', rows[0].fp.slice(0, 12), '--json'])).json();
+      expect(byFingerprint.jobs.map((j: any) => j.task)).toEqual(['refund']);
+      const bad = await cli(url, ['jobs', 'list', '--args', '42']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('args must be a JSON object');
+    });
+
     it('lists a task no index serves a bounded scan at a time, resuming where each scan stopped', async () => {
       // Mail's seven sends come first in the list's order, billing's refund after them.
       const human = await cli(url, ['jobs', 'list', '--task', 'refund', '--scan', '3']);
