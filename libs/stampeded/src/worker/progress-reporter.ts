@@ -6,6 +6,7 @@ import { toJsonText } from '../queue/job-input.validator.js';
 import { LIMITS } from '../stampeded.constants.js';
 import { PROGRESS_NOT_STORABLE, PROGRESS_TOO_LARGE } from '../stampeded.messages.js';
 import { PROGRESS, PROGRESS_NOTIFY } from '../sql/jobs.sql.js';
+import { ReportSchedule } from './report-schedule.js';
 
 /**
  * The most often one job's progress is written. A handler that reports in a
@@ -50,35 +51,30 @@ interface Pending {
 }
 
 /**
- * Writes one run's progress, at most once per PROGRESS_INTERVAL_MS,
- * fenced by (claimed_by, attempt) in SQL (functions/stampeded_progress.sql).
- *
- * The first report goes at once; reports while a write is under way or
- * within the interval after it only replace the value waiting, and the
- * last of them goes when the interval ends: the last value wins, and a
- * handler calling it in a tight loop writes once an interval. flush()
+ * Writes one run's progress, at most once per PROGRESS_INTERVAL_MS
+ * (ReportSchedule), fenced by (claimed_by, attempt) in SQL
+ * (functions/stampeded_progress.sql): the last value wins, and flush()
  * writes the value still waiting before the run's outcome is recorded.
  *
  * Best effort: a write the database refuses to take (a dropped connection)
- * is logged, and its value goes with the next one; it never fails the job.
+ * is logged, and its value goes with the next one unless a newer one came;
+ * it never fails the job.
  */
 export class ProgressReporter {
   private readonly logger = new Logger('Stampeded');
-  private pending?: Pending;
-  private writing?: Promise<boolean>;
-  private timer?: NodeJS.Timeout;
-  private owned = true;
-  private closed = false;
+  private readonly schedule: ReportSchedule<Pending>;
 
   constructor(
     private readonly db: StampededDatabase,
     private readonly workerId: string,
     private readonly job: Job,
     private readonly hooks: ProgressHooks,
-    private readonly intervalMs = PROGRESS_INTERVAL_MS,
+    intervalMs = PROGRESS_INTERVAL_MS,
     /** Where the fleet hears of a value written, while someone listens (see OutcomeRecorder). */
     private readonly eventsChannel: () => string | undefined = () => undefined,
-  ) {}
+  ) {
+    this.schedule = new ReportSchedule({ write: (next) => this.write(next), putBack: (failed, since) => since ?? failed }, intervalMs);
+  }
 
   /**
    * Resolves true when the value was written or will be with the next
@@ -86,49 +82,20 @@ export class ProgressReporter {
    * written then, nor afterwards).
    */
   report(text: string, value: JobProgress): Promise<boolean> {
-    if (!this.owned || this.closed) return Promise.resolve(false);
-    this.pending = { text, value };
-    if (this.writing || this.timer) return Promise.resolve(true);
-    return this.writeNext();
+    return this.schedule.report({ text, value });
   }
 
   /** Writes the value still waiting, if any, and ends the reporter: called before the run's outcome is recorded. */
-  async flush(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.writing) await this.writing;
-    if (this.pending && this.owned) await this.write(this.pending);
-    this.pending = undefined;
+  flush(): Promise<void> {
+    return this.schedule.flush();
   }
 
   /** Ends the reporter without writing what waits: the job is no longer ours. */
   stop(): void {
-    this.closed = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    this.pending = undefined;
+    this.schedule.stop();
   }
 
-  /** Writes the value waiting now, and holds the next one back for the interval. */
-  private writeNext(): Promise<boolean> {
-    const next = this.pending!;
-    this.pending = undefined;
-    const written = this.write(next);
-    this.writing = written;
-    void written.then(() => {
-      this.writing = undefined;
-      if (this.closed || !this.owned) return;
-      this.timer = setTimeout(() => {
-        this.timer = undefined;
-        if (this.pending && !this.closed && this.owned) void this.writeNext();
-      }, this.intervalMs);
-      this.timer.unref?.();
-    });
-    return written;
-  }
-
-  private async write(next: Pending): Promise<boolean> {
+  private async write(next: Pending): Promise<boolean | undefined> {
     let rows: { owned: boolean | null }[];
     try {
       const values = [this.job.queue, this.job.id, this.workerId, this.job.attempt, next.text];
@@ -139,12 +106,9 @@ export class ProgressReporter {
           : await this.db.query<{ owned: boolean | null }>(PROGRESS_NOTIFY, [...values, this.job.task, channel]);
     } catch (err) {
       this.logger.warn(`job ${this.job.id} (${this.job.task}): progress not written (${(err as Error).message}); it goes with the next report`);
-      this.pending ??= next;
-      return true;
+      return undefined;
     }
     if (!rows[0]?.owned) {
-      this.owned = false;
-      this.pending = undefined;
       this.hooks.onLost('progress found the job no longer owned by this worker');
       return false;
     }
