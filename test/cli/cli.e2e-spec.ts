@@ -278,6 +278,32 @@ describe('stampeded CLI', () => {
       await sql.query(`DELETE FROM stampeded_jobs WHERE id = $1`, [rows[0].id]);
     });
 
+    it("shows a job's log lines, each after its attempt and time, with how many were dropped", async () => {
+      const { rows } = await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, finished_at) VALUES ('mail', 'send', 'completed', 2, now()) RETURNING id::text`,
+      );
+      const id = rows[0].id as string;
+      await sql.query(
+        `INSERT INTO stampeded_job_logs (job_id, seq, attempt, at, message)
+         VALUES ($1, 2, 1, '2026-01-02T03:04:05.678Z', 'connecting to smtp'), ($1, 3, 2, '2026-01-02T03:04:07Z', E'sent\nid <a1@mail>')`,
+        [id],
+      );
+      const shown = await cli(url, ['jobs', 'show', id]);
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toContain(
+        'log:        \n  (1 older line dropped)\n  #1 2026-01-02T03:04:05.678Z connecting to smtp\n  #2 2026-01-02T03:04:07.000Z sent\n    id <a1@mail>\n',
+      );
+      expect((await cli(url, ['jobs', 'show', id, '--json'])).json().logs).toEqual({
+        dropped: 1,
+        lines: [
+          { at: '2026-01-02T03:04:05.678Z', attempt: 1, message: 'connecting to smtp' },
+          { at: '2026-01-02T03:04:07.000Z', attempt: 2, message: 'sent\nid <a1@mail>' },
+        ],
+      });
+      await sql.query(`DELETE FROM stampeded_job_logs WHERE job_id = $1`, [id]);
+      await sql.query(`DELETE FROM stampeded_jobs WHERE id = $1`, [id]);
+    });
+
     it('shows, retries, cancels and discards one job, exiting 1 when the job is missing or unchanged', async () => {
       const [id] = pending;
       const shown = await cli(url, ['jobs', 'show', id, '--json']);
@@ -287,6 +313,7 @@ describe('stampeded CLI', () => {
       expect(text).toMatch(/args:\s+\{"i":\d\}/);
       expect(text).toMatch(/^progress:\s+-$/m);
       expect(text).toMatch(/^result:\s+-$/m);
+      expect(text).toMatch(/^log:\s+-$/m);
 
       const cancelled = await cli(url, ['jobs', 'cancel', id]);
       expect(cancelled.code).toBe(0);

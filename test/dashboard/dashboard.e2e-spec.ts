@@ -517,6 +517,38 @@ describe('dashboard', () => {
       expect(await (await get(`/stampeded/api/jobs/${running}`)).json()).toMatchObject({ progress: { done: 40, total: 200 }, result: null });
     });
 
+    it("shows a job's log lines on its page, escaped, after their time and attempt, with how many were dropped, and in the JSON API", async () => {
+      const { rows } = await sql.query(
+        `INSERT INTO stampeded_jobs (queue, task, state, attempt, claimed_by, claimed_at, heartbeat_at)
+         VALUES ('reports', 'render', 'executing', 2, uuidv7(), now(), now()), ('reports', 'render', 'available', 0, NULL, NULL, NULL)
+         RETURNING id::text`,
+      );
+      const [logged, silent] = rows.map((r) => r.id as string);
+      // Lines 1 to 3 were dropped: the job keeps its newest.
+      await sql.query(
+        `INSERT INTO stampeded_job_logs (job_id, seq, attempt, at, message)
+         VALUES ($1, 4, 1, '2026-01-02T03:04:05.678Z', 'fetched <b>page</b> 4 & more'), ($1, 5, 2, '2026-01-02T03:04:06Z', 'retrying page 5')`,
+        [logged],
+      );
+      const page = await (await get(`/stampeded/jobs/${logged}`)).text();
+      expect(page).toContain(
+        '<h2>Log</h2><p class="dim">3 older lines dropped: the task keeps the newest (its logs.maxLines).</p>' +
+          '<pre class="log"><span class="dim">2026-01-02T03:04:05.678Z #1</span> fetched &lt;b&gt;page&lt;/b&gt; 4 &amp; more\n' +
+          '<span class="dim">2026-01-02T03:04:06.000Z #2</span> retrying page 5</pre>',
+      );
+      expect(await (await get(`/stampeded/jobs/${silent}`)).text()).toContain('<h2>Log</h2><p class="dim">no lines: its handler wrote none with ctx.log()</p>');
+      expect((await (await get(`/stampeded/api/jobs/${logged}`)).json()).logs).toEqual({
+        dropped: 3,
+        lines: [
+          { at: '2026-01-02T03:04:05.678Z', attempt: 1, message: 'fetched <b>page</b> 4 & more' },
+          { at: '2026-01-02T03:04:06.000Z', attempt: 2, message: 'retrying page 5' },
+        ],
+      });
+      expect((await (await get(`/stampeded/api/jobs/${silent}`)).json()).logs).toEqual({ dropped: 0, lines: [] });
+      await sql.query(`DELETE FROM stampeded_job_logs WHERE job_id = $1`, [logged]);
+      await sql.query(`DELETE FROM stampeded_jobs WHERE id = ANY($1::uuid[])`, [[logged, silent]]);
+    });
+
     it('renders the jobs list with filters and a next-page link, and a job with its dead-letter provenance', async () => {
       const list = await (await get('/stampeded/jobs?queue=mail&tenant=globex')).text();
       expect(list).toContain('value="globex"');

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 const MAIN = fileURLToPath(new URL('../fixtures/worker-process/main.mjs', import.meta.url));
 
 /** The task sets beside the fixture: test/fixtures/worker-process/<set>.tasks.mjs. */
-export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption';
+export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs';
 
 export interface WorkerProcessConfig {
   url: string;
@@ -139,6 +139,11 @@ export class WorkerProcess {
   /** Resolves once the app context is up and its worker registered. */
   ready(timeoutMs?: number): Promise<WorkerEvent> {
     return this.waitFor('ready', undefined, timeoutMs);
+  }
+
+  /** A message to the task set, which listens with process.on('message'). */
+  send(message: Record<string, unknown>): void {
+    this.child.send(message);
   }
 
   /** As a crash: no shutdown hooks, connections dropped by the kernel. */

@@ -15,6 +15,19 @@ function request(type, payload) {
   });
 }
 
+// ctx.log() lines, sent to the worker once a tick, each with the time it was
+// written: a handler logging in a tight loop sends one message, not one a line.
+// The worker cuts and counts them as it does its own handlers' lines.
+let logged = [];
+function sendLogged() {
+  if (logged.length) process.send({ type: 'log', lines: logged });
+  logged = [];
+}
+function log(message) {
+  if (logged.length === 0) setImmediate(sendLogged);
+  logged.push([Date.now(), typeof message === 'string' ? message : String(message)]);
+}
+
 function serialiseError(err) {
   if (err instanceof Error) {
     return {
@@ -50,6 +63,7 @@ process.on('message', async (message) => {
       saveCheckpoint: (state) => request('saveCheckpoint', state),
       // Checked and rate-limited in the worker, whose context writes it.
       progress: (value) => request('progress', value),
+      log,
       // A workflow job's reads, made by the worker's context. childResults()
       // takes a task class only for its type, which cannot cross the channel.
       dependencies: () => request('dependencies'),
@@ -59,8 +73,11 @@ process.on('message', async (message) => {
     const fn = typeof mod.default === 'function' ? mod.default : mod.handle;
     if (typeof fn !== 'function') throw new Error(`${file} has no default export function (args, ctx) => ...`);
     const result = await fn(args, context);
+    // The last lines go before the answer: the worker writes them before it records the outcome.
+    sendLogged();
     process.send({ type: 'done', result: result === undefined ? null : result }, () => process.exit(0));
   } catch (err) {
+    sendLogged();
     process.send({ type: 'error', error: serialiseError(err) }, () => process.exit(0));
   }
 });

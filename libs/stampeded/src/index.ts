@@ -2,7 +2,7 @@
 // more through @stampeded/nestjs/internal, which is not part of this surface.
 export { StampededModule, StampededQueueModule } from './stampeded.module.js';
 export { QueueService } from './queue/queue.service.js';
-export type { CancelResult, EnqueueManyItem, EnqueueManyItemOf, FindJobOptions, RetryResult, WaitForOptions } from './queue/queue.service.js';
+export type { CancelResult, EnqueueManyItem, EnqueueManyItemOf, FindJobOptions, GetJobOptions, RetryResult, WaitForOptions } from './queue/queue.service.js';
 export { Queue } from './queue/queue.js';
 export { Task } from './decorators/task.decorator.js';
 export type { TaskDecorator, TaskClassFor } from './decorators/task.decorator.js';
@@ -37,7 +37,7 @@ export {
 } from './errors/stampeded.errors.js';
 export { DEFAULT_QUEUE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';
-export type { Job, JobState, FailureKind, JobErrorEntry, JobProgress, QueueCounts } from './interfaces/job.interface.js';
+export type { Job, JobState, FailureKind, JobErrorEntry, JobProgress, JobLogs, JobLogLine, QueueCounts } from './interfaces/job.interface.js';
 export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod, DedupMode, DedupOptions } from './interfaces/job-options.interface.js';
 export type {
   TaskOptions,

@@ -46,6 +46,14 @@ export const LIMITS = {
    * stored inline with the row rather than TOASTed.
    */
   progressBytes: 1024,
+  /** A line of a job's log, in bytes of UTF-8: the most a task's logs.maxLineBytes can be (migration 16 checks it). */
+  logLineBytes: 65_536,
+  /**
+   * The most lines a task's logs.maxLines can keep per job: one write can
+   * carry them all (a handler that logs faster than the worker writes), and
+   * the job page shows them all.
+   */
+  logLines: 10_000,
   /** 63-byte identifiers, less the `stampeded_jobs_` prefix of a queue's partition. */
   queueNameLength: 48,
   jsonDepth: 64,
@@ -57,6 +65,15 @@ export const LIMITS = {
    */
   orderingKeyLength: 500,
 } as const;
+
+/**
+ * What is kept of a job's ctx.log() lines when its task's logs option does
+ * not say: the newest 100, each cut to 2 KB, as a job page shows them whole
+ * and BullMQ users bound theirs with keepLogs.
+ */
+export const DEFAULT_LOG_LIMITS = { maxLines: 100, maxLineBytes: 2048 } as const;
+/** The smallest logs.maxLineBytes: room for the note that says a line was cut. */
+export const MIN_LOG_LINE_BYTES = 64;
 
 /** PostgreSQL 14: the oldest whose SQL every form of the schema is written in. */
 export const REQUIRED_SERVER_VERSION_NUM = 140000;

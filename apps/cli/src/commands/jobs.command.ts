@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { JOB_STATES, envelopeOf } from '@stampeded/nestjs/internal';
+import type { JobLogs } from '@stampeded/nestjs';
 import { JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { CliError, EXIT } from '../connection/cli-errors.js';
 import { cell, emit, fields, positiveInt, table } from '../output/output.js';
@@ -46,7 +47,7 @@ export function registerJobs(program: Command): void {
 
   jobs
     .command('show')
-    .description('one job in full: args, meta, progress, result, errors, attempts, checkpoint, dead-letter provenance')
+    .description('one job in full: args, meta, progress, result, log, errors, attempts, checkpoint, dead-letter provenance')
     .argument('<id>', 'the job id')
     .option('--queue <queue>', 'the job queue (faster on a big table)')
     .action((id: string, opts: { queue?: string }, command: Command) =>
@@ -54,16 +55,21 @@ export function registerJobs(program: Command): void {
         const job = await inspector.job(id, opts.queue);
         if (!job) throw new CliError(JOB_NOT_FOUND(id), EXIT.failed);
         emit(options, job, () => {
-          const { args, meta, errors, checkpoint, progress, result, ...rest } = job;
+          const { args, meta, errors, checkpoint, progress, result, logs, ...rest } = job;
           const errorLines = (errors as { at: string; attempt: number; kind: string; message: string }[]).map(
             (e) => `  #${e.attempt} ${e.at} ${e.kind}: ${cell(e.message)}`,
           );
+          const log = logs as JobLogs;
+          // A line of several lines keeps them, indented under its own.
+          const logLines = log.lines.map((l) => `  #${l.attempt} ${cell(l.at)} ${l.message.replace(/\n/g, '\n    ')}`);
+          if (log.dropped) logLines.unshift(`  (${log.dropped} older line${log.dropped === 1 ? '' : 's'} dropped)`);
           return [
             fields(Object.entries(rest).filter(([k]) => k !== 'dedup_key')),
             `args:       ${stored(args)}`,
             `meta:       ${JSON.stringify(meta)}`,
             `progress:   ${progress == null ? '-' : JSON.stringify(progress)}`,
             `result:     ${result == null ? '-' : stored(result)}`,
+            `log:        ${logLines.length ? `\n${logLines.join('\n')}` : '-'}`,
             `checkpoint: ${checkpoint === null ? '-' : JSON.stringify(checkpoint)}`,
             `errors:     ${errorLines.length ? `\n${errorLines.join('\n')}` : '-'}`,
           ].join('\n');

@@ -51,13 +51,14 @@ export class ResizeImage implements TaskHandler<{ width: number }> {
 
 /**
  * A long report that saves checkpoints, reports its progress (the
- * dashboard's job page shows it as a bar) and stops when its signal fires
- * (the demo cancels one).
+ * dashboard's job page shows it as a bar), logs a line a page (shown beside
+ * it) and stops when its signal fires (the demo cancels one).
  */
 @Task('generate-report', { queue: 'reports', expireSeconds: 30 })
 export class GenerateReport implements TaskHandler<{ pages: number }> {
   async handle(args: { pages: number }, ctx: JobContext) {
     const start = (ctx.checkpoint as { page?: number } | null)?.page ?? 0;
+    ctx.log(start ? `resuming at page ${start + 1} of ${args.pages}` : `rendering ${args.pages} pages`);
     for (let page = start; page < args.pages; page++) {
       if (ctx.signal.aborted) {
         logger.log(`report ${ctx.id} stopped at page ${page}: ${(ctx.signal.reason as Error)?.message}`);
@@ -66,6 +67,7 @@ export class GenerateReport implements TaskHandler<{ pages: number }> {
       await new Promise((r) => setTimeout(r, 100));
       await ctx.saveCheckpoint({ page: page + 1 });
       await ctx.progress({ done: page + 1, total: args.pages });
+      ctx.log(`page ${page + 1} rendered`);
     }
     return { pages: args.pages };
   }

@@ -1,4 +1,4 @@
-import { JOB_STATES, type JobState } from '@stampeded/nestjs/internal';
+import { JOB_LOG_LINES, JOB_STATES, toJobLogs, type JobLogRow, type JobState } from '@stampeded/nestjs/internal';
 import { ERRORS_BY_FINGERPRINT, GET_JOB } from '../sql/jobs.sql.js';
 import { MAX_SCAN, listJobsQuery, type JobFilters } from '../sql/job-list.sql.js';
 import { searchFilters, type JobSearch } from './job-search.js';
@@ -69,10 +69,11 @@ export class JobInspector {
     return { jobs: page, next: end ? encodeCursor(end.queue, end.id) : null, scan: { budget: scan, ranOut: end !== undefined } };
   }
 
+  /** One job's row, with `logs`: the lines its handler wrote with ctx.log(), and how many older ones were dropped. */
   async job(id: string, queue?: string): Promise<Record<string, unknown> | null> {
     assertJobId(id);
-    const [row] = await this.db.query(GET_JOB, [id, queue ?? null]);
-    return row ?? null;
+    const [[row], lines] = await Promise.all([this.db.query(GET_JOB, [id, queue ?? null]), this.db.query<JobLogRow>(JOB_LOG_LINES, [id])]);
+    return row ? { ...row, logs: toJobLogs(lines) } : null;
   }
 
   async errors(options: { queue?: string; limit?: number } = {}): Promise<Record<string, unknown>[]> {

@@ -4,6 +4,7 @@ import { ACTION_STATES } from '../inspector/job-actions.js';
 import type { JobPage } from '../inspector/job-inspector.js';
 import type { QueueSummary, ThroughputBucket } from '../inspector/queue-inspector.js';
 import { throughputChart } from './chart.view.js';
+import { jobLogView } from './job-log.view.js';
 import { noResultText } from './job-result.view.js';
 import { jobTimeView } from './time.view.js';
 import { SEARCH_FIELDS, jobSearchForm, searchDescription } from './job-search.view.js';
@@ -195,6 +196,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>, history = ''
 <table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
 ${history}
 <h2>Result</h2>${result}
+<h2>Log</h2>${jobLogView(job.logs)}
 ${lastErrorView(job)}
 <h2>Error history</h2>${table(
     ['attempt', 'at', 'kind', 'message', 'destination', 'exit status'],

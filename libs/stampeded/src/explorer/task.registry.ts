@@ -11,6 +11,7 @@ import {
   UNKNOWN_OPTIONS,
 } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { DEFAULT_LOG_LIMITS, LIMITS, MIN_LOG_LINE_BYTES } from '../stampeded.constants.js';
 import { taskMetadataOf, taskNameOf } from '../decorators/task-metadata.js';
 import { describe, jobOptionsOf, validateJobOptions } from '../queue/job-input.validator.js';
 import { JOB_OPTION_NAMES } from '../queue/job-columns.js';
@@ -28,6 +29,8 @@ export interface RegisteredTask {
   retryPolicy?: RetryPolicy;
   /** The task's validate option; undefined: its args are not checked. */
   argsValidator?: ArgsValidator;
+  /** Its logs option, the defaults filled in. */
+  logLimits: LogLimits;
   /** What resolve() answers for it, made once. */
   resolved?: ResolvedTask;
 }
@@ -51,10 +54,14 @@ const TASK_OPTION_NAMES = [
   'schedule',
   'retryPolicy',
   'storeResult',
+  'logs',
   'validate',
   'ordering',
   'encrypt',
 ] as const;
+
+/** What a task keeps of its jobs' ctx.log() lines: its logs option, the defaults filled in. */
+export type LogLimits = Required<NonNullable<TaskMetadata['logs']>>;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -82,6 +89,7 @@ export class TaskRegistry {
       }
     }
     validateOrdering(where, metadata.ordering);
+    const logLimits = toLogLimits(where, metadata.logs);
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
     const argsValidator = toArgsValidator(where, metadata.validate);
     if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
@@ -91,7 +99,7 @@ export class TaskRegistry {
     if (existing && existing.classRef !== classRef) {
       throw new StampededConfigError(DUPLICATE_TASK(metadata.name, existing.className, className));
     }
-    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef, retryPolicy, argsValidator });
+    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef, retryPolicy, argsValidator, logLimits });
   }
 
   get(name: string): RegisteredTask | undefined {
@@ -151,6 +159,27 @@ function validateOrdering(where: string, option: TaskMetadata['ordering']): void
   if (option.retryKeepsPlace !== undefined && typeof option.retryKeepsPlace !== 'boolean') {
     throw new StampededConfigError(INVALID_OPTION(where, 'ordering.retryKeepsPlace', `must be true or false, got ${describe(option.retryKeepsPlace)}`));
   }
+}
+
+/** The logs option, { maxLines?, maxLineBytes? }, the defaults filled in; refused at bootstrap when out of range. */
+function toLogLimits(where: string, option: TaskMetadata['logs']): LogLimits {
+  if (option === undefined) return DEFAULT_LOG_LIMITS;
+  if (option === null || typeof option !== 'object' || Array.isArray(option)) {
+    throw new StampededConfigError(INVALID_OPTION(where, 'logs', `must be an object { maxLines?, maxLineBytes? }, got ${describe(option)}`));
+  }
+  const unknown = Object.keys(option).filter((k) => k !== 'maxLines' && k !== 'maxLineBytes');
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`${where} logs`, unknown, ['maxLines', 'maxLineBytes']));
+  const whole = (name: 'maxLines' | 'maxLineBytes', min: number, max: number, unit: string): number => {
+    const value = option[name] ?? DEFAULT_LOG_LIMITS[name];
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new StampededConfigError(INVALID_OPTION(where, `logs.${name}`, `must be a whole number of ${unit} from ${min} to ${max}, got ${describe(value)}`));
+    }
+    return value;
+  };
+  return {
+    maxLines: whole('maxLines', 1, LIMITS.logLines, 'lines'),
+    maxLineBytes: whole('maxLineBytes', MIN_LOG_LINE_BYTES, LIMITS.logLineBytes, 'bytes'),
+  };
 }
 
 /** The retryPolicy option, a function or an object, as one shape; refused at bootstrap when it is neither. */

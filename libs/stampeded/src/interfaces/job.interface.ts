@@ -34,6 +34,25 @@ export interface JobErrorEntry {
  */
 export type JobProgress = number | Record<string, unknown>;
 
+/** A line a running handler wrote with `ctx.log()`. */
+export interface JobLogLine {
+  /** When the handler wrote it, by the clock of the process that ran it. */
+  at: Date;
+  /** The attempt that wrote it. */
+  attempt: number;
+  message: string;
+}
+
+/**
+ * A job's log, over all its attempts: its newest lines, oldest first, and
+ * how many older ones were dropped to keep within its task's
+ * `logs.maxLines`.
+ */
+export interface JobLogs {
+  lines: JobLogLine[];
+  dropped: number;
+}
+
 /**
  * A row of stampeded_jobs, as the runtime hands it out. Read through a typed
  * call (`getJob(SendEmail, id)`), `Args` and `Result` are its task's
@@ -90,6 +109,8 @@ export interface Job<Args extends object = Record<string, unknown>, Result = unk
    * run ends; null when none was reported.
    */
   progress: JobProgress | null;
+  /** The lines its handler wrote with `ctx.log()`: only when asked for, `getJob(id, { logs: true })`. */
+  logs?: JobLogs;
 }
 
 export type QueueCounts = Record<JobState, number>;

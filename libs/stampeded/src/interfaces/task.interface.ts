@@ -41,6 +41,13 @@ export interface TaskOptions extends JobOptions {
    */
   storeResult?: boolean;
   /**
+   * What is kept of the lines its handler writes with `ctx.log()`, per job
+   * over all its attempts: the newest `maxLines` (default 100, at most
+   * 10,000; the older are dropped, and counted), each cut to `maxLineBytes`
+   * bytes of UTF-8 (default 2048, at most 65536).
+   */
+  logs?: { maxLines?: number; maxLineBytes?: number };
+  /**
    * A check of each job's args: a Standard Schema object (a zod, valibot or
    * arktype schema, say) or a function `(args) => issues` (ArgsValidateHook).
    * Checked at enqueue, where invalid args are refused with an
@@ -109,6 +116,18 @@ export interface JobContext {
    * is logged and never fails the job.
    */
   progress(value: JobProgress): Promise<boolean>;
+  /**
+   * Writes a line to the job's log, with the time and the attempt: read by
+   * `getJob(id, { logs: true })`, on the dashboard's job page and by
+   * `stampeded jobs show`. Returns at once: the lines are written in
+   * batches, at most once a second, and a run's last lines before its
+   * outcome. The newest lines of a job are kept (the task's `logs.maxLines`,
+   * 100 by default; the older are dropped, and counted), each cut to
+   * `logs.maxLineBytes` (2 KB by default). Nothing is written once the job
+   * is no longer this worker's (cancelled, timed out, reaped). Best effort:
+   * a write that fails is logged, and its lines go with the next.
+   */
+  log(message: string): void;
   /**
    * The jobs this job waited for in its workflow (enqueueWorkflow's
    * dependsOn, enqueueFlow's children, a batch's jobs), by name, each with

@@ -31,7 +31,8 @@ function childScript(): string {
  * the signal number for a signal, as a shell reports it).
  */
 export class ProcessTaskRunner {
-  run(task: RegisteredTask, job: Job, ctx: JobContext, signal: AbortSignal): Promise<unknown> {
+  /** `log` takes the child's ctx.log() lines, each with the time the child wrote it. */
+  run(task: RegisteredTask, job: Job, ctx: JobContext, signal: AbortSignal, log: (message: string, at: Date) => void): Promise<unknown> {
     // The registry refused a task without one.
     const file = String(task.metadata.processFile);
 
@@ -64,6 +65,9 @@ export class ProcessTaskRunner {
               checkpoint: ctx.checkpoint,
             },
           });
+        } else if (message.type === 'log') {
+          // Sent without waiting for an answer, a tick's lines at a time: ctx.log() returns at once in the child too.
+          for (const [at, line] of message.lines as [number, string][]) log(line, new Date(at));
         } else if (CONTEXT_CALLS.has(message.type)) {
           try {
             const value = await callContext(ctx, message.type, message.payload);

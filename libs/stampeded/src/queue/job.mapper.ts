@@ -1,4 +1,4 @@
-import type { Job } from '../interfaces/job.interface.js';
+import type { Job, JobLogs } from '../interfaces/job.interface.js';
 import { fromStoredDedupScope } from './job-input.validator.js';
 
 /** A stampeded_jobs row as node-postgres returns it. */
@@ -76,4 +76,22 @@ export function toClaimedJob(row: JobRowResult, workerId: string): Job {
     result: null,
     progress: null,
   };
+}
+
+/** A row of JOB_LOG_LINES. */
+export interface JobLogRow {
+  seq: number;
+  attempt: number;
+  at: Date;
+  message: string;
+}
+
+/**
+ * A job's log from its rows (JOB_LOG_LINES), oldest first. Every line the
+ * job wrote took a number, those dropped included, so the last number less
+ * the lines kept is how many were dropped (migration 16).
+ */
+export function toJobLogs(rows: readonly JobLogRow[]): JobLogs {
+  const last = rows.length ? rows[rows.length - 1].seq : 0;
+  return { lines: rows.map(({ at, attempt, message }) => ({ at, attempt, message })), dropped: last - rows.length };
 }

@@ -5,17 +5,23 @@ import { taskNameOf } from '../decorators/task-metadata.js';
 import { LIMITS } from '../stampeded.constants.js';
 import { INVALID_OPTION, OPTIONS_NOT_OBJECT } from '../stampeded.messages.js';
 import { GET_JOB } from '../sql/jobs.sql.js';
+import { JOB_LOG_LINES } from '../sql/job-logs.sql.js';
 import { COUNTS } from '../sql/queues.sql.js';
 import { JOB_STATES, type Job, type JobState, type QueueCounts } from '../interfaces/job.interface.js';
 import type { TaskClass } from '../interfaces/task.interface.js';
-import { rejectUnknown, validateJobId, validateQueueName, validateTaskName } from './job-input.validator.js';
-import { toJob } from './job.mapper.js';
+import { describe, rejectUnknown, validateJobId, validateQueueName, validateTaskName } from './job-input.validator.js';
+import { toJob, toJobLogs, type JobLogRow } from './job.mapper.js';
 import type { JobEncryption } from '../encryption/job-encryption.js';
 
 /** Where a getJob() or the like looks for the job. */
 export interface FindJobOptions {
   /** Only in this queue (its partition alone is read). */
   queue?: string;
+}
+
+export interface GetJobOptions extends FindJobOptions {
+  /** Read the lines its handler wrote with ctx.log() too, as `logs`. Default false: a second read. */
+  logs?: boolean;
 }
 
 export interface WaitForOptions extends FindJobOptions {
@@ -38,11 +44,19 @@ export class JobReader {
     private readonly encryption: JobEncryption,
   ) {}
 
-  async getJob(call: FindJobCall): Promise<Job | null> {
-    const { task, id, options } = findJobCall('getJob()', call);
-    const [row] = await this.db.query(GET_JOB, [id, options.queue ?? null]);
+  async getJob(call: FindJobCall<GetJobOptions>): Promise<Job | null> {
+    const { task, id, options } = findJobCall('getJob()', call, '{ queue?, logs? }');
+    const { logs } = options as GetJobOptions;
+    if (logs !== undefined && typeof logs !== 'boolean')
+      throw new InvalidJobError(INVALID_OPTION('getJob()', 'logs', `must be true or false, got ${describe(logs)}`));
+    const [[row], lines] = await Promise.all([
+      this.db.query(GET_JOB, [id, options.queue ?? null]),
+      logs ? this.db.query<JobLogRow>(JOB_LOG_LINES, [id]) : undefined,
+    ]);
     if (!row || (task !== undefined && row.task !== task)) return null;
-    return this.encryption.openForReading(toJob(row));
+    const job = this.encryption.openForReading(toJob(row));
+    if (lines) job.logs = toJobLogs(lines);
+    return job;
   }
 
   waitFor(call: FindJobCall<WaitForOptions>): Promise<Job> {

@@ -14,7 +14,7 @@ import { rejectUnknown, validateJobId, type JobRow } from './job-input.validator
 import { DeadLetterRedriver } from './dead-letter-redriver.js';
 import { JobRowBuilder } from './job-row.builder.js';
 import { JobInserter } from './job.inserter.js';
-import { JobReader, type FindJobCall, type FindJobOptions, type WaitForOptions } from './job.reader.js';
+import { JobReader, type FindJobCall, type GetJobOptions, type WaitForOptions } from './job.reader.js';
 import { WorkflowService } from '../workflows/workflow.service.js';
 import { JobEncryption } from '../encryption/job-encryption.js';
 import { CANCEL, CANCEL_NOTIFY, RETRY } from '../sql/jobs.sql.js';
@@ -38,7 +38,7 @@ import type {
   WorkflowSummary,
 } from '../interfaces/workflow.interface.js';
 
-export type { FindJobOptions, WaitForOptions } from './job.reader.js';
+export type { FindJobOptions, GetJobOptions, WaitForOptions } from './job.reader.js';
 
 /** One job of enqueueMany(), untyped: any task, args as JSON. */
 export interface EnqueueManyItem<Args extends object = Record<string, unknown>> {
@@ -176,16 +176,17 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
    * The job with this id, or null. Given its task first (a @Task() class or
    * a name StampededTasks lists), the job is typed by the task's args and
    * result, and a job of another task is not returned. Or typed by hand:
-   * `getJob<{ to: string }, { messageId: string }>(id)`.
+   * `getJob<{ to: string }, { messageId: string }>(id)`. With `{ logs: true }`,
+   * the lines its handler wrote with ctx.log() come as `logs`.
    */
-  async getJob<T extends TypedTask>(task: T, id: string, options?: FindJobOptions): Promise<Job<ArgsOf<T>, ResultOf<T>> | null>;
+  async getJob<T extends TypedTask>(task: T, id: string, options?: GetJobOptions): Promise<Job<ArgsOf<T>, ResultOf<T>> | null>;
   async getJob<Args extends object = Record<string, unknown>, Result = unknown, N extends string = string>(
     task: UnregisteredTaskName<N>,
     id: string,
-    options?: FindJobOptions,
+    options?: GetJobOptions,
   ): Promise<Job<Args, Result> | null>;
-  async getJob<Args extends object = Record<string, unknown>, Result = unknown>(id: string, options?: FindJobOptions): Promise<Job<Args, Result> | null>;
-  async getJob(...call: FindJobCall): Promise<Job | null> {
+  async getJob<Args extends object = Record<string, unknown>, Result = unknown>(id: string, options?: GetJobOptions): Promise<Job<Args, Result> | null>;
+  async getJob(...call: FindJobCall<GetJobOptions>): Promise<Job | null> {
     return this.reader.getJob(call);
   }
 

@@ -106,6 +106,10 @@ export const REDRIVE_BATCH = sql(
         WHERE j.queue = b.queue AND j.id = b.id
        RETURNING j.*
    ),
+   -- A copy that ran in the dead-letter queue may have logged: its lines go with it.
+   logs AS (
+       DELETE FROM stampeded_job_logs l WHERE l.job_id = ANY (ARRAY(SELECT m.id FROM moved m))
+   ),
    with_source AS (
        INSERT INTO stampeded_jobs (${COPIED}, ${FROM_SOURCE_COLUMNS})
        SELECT ${COPIED_VALUES}, ${FROM_SOURCE_VALUES}

@@ -28,6 +28,8 @@ export interface JobRunHooks<Run> {
   progress(run: Run, text: string, value: JobProgress): Promise<boolean>;
   /** Another job's stored result (ctx.dependencies()), opened when it is encrypted (JobEncryption.open). */
   openResult(task: string, value: unknown): unknown;
+  /** ctx.log(): see LogReporter. `at`, when the line was written elsewhere (an isolated child process). */
+  log(run: Run, message: unknown, at?: Date): void;
 }
 
 const logger = new Logger('Stampeded');
@@ -89,6 +91,10 @@ export class RunContext<Run> implements JobContext {
 
   async progress(value: JobProgress): Promise<boolean> {
     return this.#hooks.progress(this.#run, progressText(value), value);
+  }
+
+  log(message: string): void {
+    this.#hooks.log(this.#run, message);
   }
 
   async dependencies<Result = unknown>(): Promise<WorkflowDependencyJob<Result>[]> {

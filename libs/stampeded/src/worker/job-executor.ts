@@ -10,7 +10,7 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
 import { describeError } from './describe-error.js';
 import { resultText } from './job-result.js';
-import { PROGRESS_INTERVAL_MS, ProgressReporter } from './progress-reporter.js';
+import { RunReports } from './run-reports.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
 import { StartGrace } from './start-grace.js';
 import { RunningJobs, type RunningJob } from './running-jobs.js';
@@ -19,7 +19,7 @@ import type { WorkerEvents } from './worker-events.js';
 import type { ArgsValidator } from '../queue/args-validator.js';
 import { INVALID_ARGS_AT_RUN, INVALID_ENCRYPTED_ARGS_AT_RUN } from '../stampeded.messages.js';
 import type { JobEncryption } from '../encryption/job-encryption.js';
-import { LIMITS } from '../stampeded.constants.js';
+import { DEFAULT_LOG_LIMITS, LIMITS } from '../stampeded.constants.js';
 
 export interface ExecutorConfig {
   workerId: string;
@@ -52,25 +52,10 @@ export class JobExecutor {
     signalOf: (entry) => this.running.signalOf(entry),
     onAlive: (entry) => this.running.armDeadline(entry, Date.now()),
     onLost: (entry, reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
-    progress: (entry, text, value) => {
-      // Its outcome is being recorded, or it was cancelled, timed out or lost.
-      if (entry.settled) return Promise.resolve(false);
-      entry.progress ??= new ProgressReporter(
-        this.db,
-        this.config.workerId,
-        entry.job,
-        {
-          onAlive: () => this.running.armDeadline(entry, Date.now()),
-          onLost: (reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
-          onWritten: (progress) => {
-            entry.job.progress = progress;
-            this.events.emit('progress', entry.job, { progress });
-          },
-        },
-        PROGRESS_INTERVAL_MS,
-        this.config.eventsChannel,
-      );
-      return entry.progress.report(text, value);
+    // Its outcome is being recorded, or it was cancelled, timed out or lost: nothing more is written.
+    progress: (entry, text, value) => (entry.settled ? Promise.resolve(false) : this.reportsOf(entry).progress(text, value)),
+    log: (entry, message, at) => {
+      if (!entry.settled) this.reportsOf(entry).log(message, at);
     },
     openResult: (task, value) => this.config.encryption.open(task, value),
   };
@@ -195,8 +180,8 @@ export class JobExecutor {
       if (task.metadata.storeResult !== false) stored = resultText(job.task, result);
       if (stored !== null && entry.sealing.encrypted) stored = this.config.encryption.seal(`job ${job.id}`, 'result', job.task, stored, LIMITS.argsBytes);
     } catch (err) {
-      // The run's last progress goes before its outcome, while the job is still ours.
-      await entry.progress?.flush();
+      // The run's last progress and log lines go before its outcome, while the job is still ours.
+      await entry.reports?.flush();
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       this.settle(entry);
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
@@ -206,7 +191,7 @@ export class JobExecutor {
       const kind = (err as { workerExited?: boolean }).workerExited ? 'worker_exited' : 'raised';
       return this.recordFailure(job, deferral ?? this.handlerFailure({ job, error: err, kind }, task, error));
     }
-    await entry.progress?.flush();
+    await entry.reports?.flush();
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
     const owned = await this.recorder.complete(job, stored).catch((err: unknown) => {
@@ -223,9 +208,27 @@ export class JobExecutor {
   private invoke(task: RegisteredTask, job: Job, ctx: RunContext<RunningJob>, entry: RunningJob): Promise<unknown> {
     if (task.metadata.isolation === 'process') {
       if (!this.processRunner) throw new Error('isolation: process is not available in this worker');
-      return this.processRunner.run(task, job, ctx, this.running.signalOf(entry));
+      return this.processRunner.run(task, job, ctx, this.running.signalOf(entry), (message, at) => this.runHooks.log(entry, message, at));
     }
     return Promise.resolve(task.instance.handle(job.args, ctx));
+  }
+
+  private reportsOf(entry: RunningJob): RunReports {
+    return (entry.reports ??= new RunReports(
+      this.db,
+      this.config.workerId,
+      entry.job,
+      this.tasks.get(entry.job.task)?.logLimits ?? DEFAULT_LOG_LIMITS,
+      {
+        onAlive: () => this.running.armDeadline(entry, Date.now()),
+        onLost: (reason) => this.abandon(entry, 'lost', new JobAbortedError(reason)),
+        onProgress: (progress) => {
+          entry.job.progress = progress;
+          this.events.emit('progress', entry.job, { progress });
+        },
+      },
+      this.config.eventsChannel,
+    ));
   }
 
   /**
@@ -254,7 +257,7 @@ export class JobExecutor {
     const { job } = entry;
     const aborted = new JobAbortedError(`job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
     this.abandon(entry, 'timed_out', aborted);
-    await entry.progress?.flush();
+    await entry.reports?.flush();
     const failure: HandlerFailure = { job, error: aborted, kind: 'timed_out' };
     await this.recordFailure(job, this.handlerFailure(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
   }
@@ -264,9 +267,9 @@ export class JobExecutor {
     if (entry.settled) return;
     entry.abortReason = reason;
     this.settle(entry);
-    // No longer ours: nothing more of its progress is written. A timeout
-    // still flushes it, before recording the failure.
-    if (reason === 'cancelled' || reason === 'lost') entry.progress?.stop();
+    // No longer ours: nothing more of its progress or log is written. A
+    // timeout still flushes them, before recording the failure.
+    if (reason === 'cancelled' || reason === 'lost') entry.reports?.stop();
     this.running.abort(entry, error);
     if (reason === 'lost') this.events.emit('lost', entry.job, { error: error.message });
   }
@@ -295,7 +298,7 @@ export class JobExecutor {
     });
     await Promise.all(
       failures.map(async ({ entry, failure }) => {
-        await entry.progress?.flush();
+        await entry.reports?.flush();
         return this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message));
       }),
     );
@@ -318,7 +321,7 @@ export class JobExecutor {
     await this.running.settledWithin(abortGraceMs);
     for (const entry of this.running.all()) {
       this.settle(entry);
-      await entry.progress?.flush();
+      await entry.reports?.flush();
       await this.giveBack(entry.job);
     }
   }

@@ -1,5 +1,5 @@
 import type { Job } from '../interfaces/job.interface.js';
-import type { ProgressReporter } from './progress-reporter.js';
+import type { RunReports } from './run-reports.js';
 import type { OpenedArgs } from '../encryption/job-encryption.js';
 import type { RunOutcome } from './job-executor.js';
 
@@ -20,8 +20,8 @@ export interface RunningJob {
   abortReason?: 'timed_out' | 'cancelled' | 'lost' | 'shutdown';
   /** When the job times out unless it touches (epoch ms). */
   deadlineAt: number;
-  /** Made on the handler's first ctx.progress(): most never call it. */
-  progress?: ProgressReporter;
+  /** Made on the handler's first ctx.progress() or ctx.log(): most call neither. */
+  reports?: RunReports;
   /** Whether its args were stored encrypted or its task or queue encrypts, and why they could not be opened, if so. */
   sealing: OpenedArgs;
   done: Promise<RunOutcome>;

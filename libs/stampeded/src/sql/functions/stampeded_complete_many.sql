@@ -15,7 +15,9 @@
 -- p_results holds each job's result, in the order of p_ids, NULL for a job
 -- that has none; NULL as a whole when no job of the batch has one, which is
 -- the common case and costs what a completion without results did
--- (bench/RESULTS.md). A removed job's result goes with it.
+-- (bench/RESULTS.md). A removed job's result goes with it, and so do its
+-- log lines (migration 16), through their primary key: a batch with nothing
+-- to remove never runs that statement.
 --
 -- Workflow and keyed jobs of the batch release the jobs waiting for them
 -- (stampeded_release_waiting: workflow dependents, and the next job of each
@@ -77,6 +79,10 @@ BEGIN
                AND j.attempt    = o.attempt
                AND j.remove_on_complete
             RETURNING j.id, j.queue, j.workflow_id, j.ordering_key
+        ),
+        logs AS (
+            DELETE FROM stampeded_job_logs l
+             WHERE l.job_id = ANY (ARRAY(SELECT r.id FROM removed r))
         )
         SELECT v_ids || coalesce(array_agg(r.id), '{}'), v_queues || coalesce(array_agg(r.queue), '{}'),
                v_workflows || array_agg(r.workflow_id), v_keys || array_agg(r.ordering_key),

@@ -2,6 +2,7 @@
 -- discarded and cancelled after p_failed_older_than), at most p_limit a
 -- call, oldest first along the finished_at index, FOR UPDATE SKIP LOCKED:
 -- the seed's function, and its contract, with one exception for workflows.
+-- The log lines of the jobs it deletes go in the same statement.
 --
 -- A WORKFLOW JOB IS KEPT WHILE A JOB THAT WAITS FOR IT HAS NOT FINISHED.
 -- What a dependency returned is read from its row (ctx.childResults(),
@@ -57,7 +58,13 @@ LANGUAGE sql AS $$
         DELETE FROM stampeded_jobs j
          USING doomed d
          WHERE j.queue = d.queue AND j.id = d.id
-        RETURNING 1
+        RETURNING j.id
+    ),
+    -- A job's log lines go with it (migration 16), found through their
+    -- primary key: a descent per job, which finds nothing for most.
+    logs AS (
+        DELETE FROM stampeded_job_logs l
+         WHERE l.job_id = ANY (ARRAY(SELECT d.id FROM deleted d))
     )
     SELECT count(*)::int FROM deleted;
 $$;

@@ -30,6 +30,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 13, name: 'workflows', file: '0013_workflows.sql' },
   { version: 14, name: 'key_lines', file: '0014_key_lines.sql' },
   { version: 15, name: 'workflow_keys', file: '0015_workflow_keys.sql' },
+  { version: 16, name: 'job_logs', file: '0016_job_logs.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
