@@ -1,12 +1,10 @@
-import { Module, type INestApplication } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import type { INestApplication } from '@nestjs/common';
 import type pg from 'pg';
-import type { Browser, Page } from 'playwright-core';
-import { QueueService, StampededModule, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
-import { StampededDashboardModule } from '@stampeded/dashboard';
-import type { TestDatabase } from '@stampeded/testing';
-import { SCREENSHOTS, describeInChromium, openChromium } from '../support/chromium.js';
-import { sqlClient, testDatabase, waitFor } from '../support/test-app.js';
+import type { Page } from 'playwright-core';
+import { QueueService, Task, UnrecoverableError, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { SCREENSHOTS, describeInChromium } from '../support/chromium.js';
+import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
+import { waitFor } from '../support/test-app.js';
 
 // What a person finds at a first look, in Chromium: times people read, a
 // finished job's page that says the true thing of its result, and a health
@@ -32,38 +30,18 @@ class Stuck implements TaskHandler {
 }
 
 describeInChromium('the dashboard at a first look', () => {
-  let db: TestDatabase;
   let sql: pg.Client;
   let app: INestApplication;
   let base: string;
-  let browser: Browser;
   let page: Page;
+  let dashboard: DashboardInChromium | undefined;
 
   beforeAll(async () => {
-    db = await testDatabase();
-    @Module({
-      imports: [
-        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 100 } }),
-        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'first-look' }, refreshSeconds: 0 }),
-      ],
-      providers: [Quick, Doomed, Stuck],
-    })
-    class FirstLookModule {}
-    app = await NestFactory.create(FirstLookModule, { logger: ['error'] });
-    await app.listen(0, '127.0.0.1');
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    sql = await sqlClient(db.url);
-    const opened = await openChromium({ username: 'ops', password: 'first-look' });
-    browser = opened.browser;
-    page = await opened.context.newPage();
+    dashboard = await openDashboardInChromium({ providers: [Quick, Doomed, Stuck], worker: { pollIntervalMs: 100 }, password: 'first-look' });
+    ({ sql, app, base, page } = dashboard);
   });
 
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-    await sql?.end();
-    await db?.drop();
-  });
+  afterAll(() => dashboard?.close());
 
   const stateOf = async (id: string) => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0]?.state;
 

@@ -1,12 +1,10 @@
-import { Module, type INestApplication } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import type { INestApplication } from '@nestjs/common';
 import type pg from 'pg';
-import type { Browser, Page } from 'playwright-core';
-import { QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
-import { StampededDashboardModule } from '@stampeded/dashboard';
-import type { TestDatabase } from '@stampeded/testing';
-import { SCREENSHOTS, describeInChromium, openChromium } from '../support/chromium.js';
-import { sqlClient, testDatabase, waitFor } from '../support/test-app.js';
+import type { Page } from 'playwright-core';
+import { QueueService, Task, type TaskHandler } from '@stampeded/nestjs';
+import { SCREENSHOTS, describeInChromium } from '../support/chromium.js';
+import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
+import { waitFor } from '../support/test-app.js';
 
 // What happened to a job, on its page in Chromium: its attempts drawn to
 // scale with their workers, times and errors, and the jobs one click away.
@@ -29,38 +27,18 @@ class Step implements TaskHandler {
 }
 
 describeInChromium("a job's history in the dashboard", () => {
-  let db: TestDatabase;
   let sql: pg.Client;
   let app: INestApplication;
   let base: string;
-  let browser: Browser;
   let page: Page;
+  let dashboard: DashboardInChromium | undefined;
 
   beforeAll(async () => {
-    db = await testDatabase();
-    @Module({
-      imports: [
-        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { pollIntervalMs: 50 } }),
-        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'history' }, refreshSeconds: 0 }),
-      ],
-      providers: [Flaky, Step],
-    })
-    class HistoryModule {}
-    app = await NestFactory.create(HistoryModule, { logger: ['error'] });
-    await app.listen(0, '127.0.0.1');
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    sql = await sqlClient(db.url);
-    const opened = await openChromium({ username: 'ops', password: 'history' });
-    browser = opened.browser;
-    page = await opened.context.newPage();
+    dashboard = await openDashboardInChromium({ providers: [Flaky, Step], worker: { pollIntervalMs: 50 }, password: 'history' });
+    ({ sql, app, base, page } = dashboard);
   });
 
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-    await sql?.end();
-    await db?.drop();
-  });
+  afterAll(() => dashboard?.close());
 
   const job = async (id: string) => (await sql.query(`SELECT * FROM stampeded_jobs WHERE id = $1`, [id])).rows[0];
 

@@ -1,12 +1,9 @@
-import { Module, type INestApplication } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import type { INestApplication } from '@nestjs/common';
 import type pg from 'pg';
-import type { Browser, Page } from 'playwright-core';
-import { QueueService, StampededModule, Task, type TaskHandler } from '@stampeded/nestjs';
-import { StampededDashboardModule } from '@stampeded/dashboard';
-import type { TestDatabase } from '@stampeded/testing';
-import { SCREENSHOTS, describeInChromium, openChromium } from '../support/chromium.js';
-import { sqlClient, testDatabase } from '../support/test-app.js';
+import type { Page } from 'playwright-core';
+import { QueueService, Task, type TaskHandler } from '@stampeded/nestjs';
+import { SCREENSHOTS, describeInChromium } from '../support/chromium.js';
+import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
 
 // Finding jobs, in Chromium and through the JSON API: by id or its tail, by
 // error fingerprint, by a JSON value their args or meta contain.
@@ -17,28 +14,16 @@ class Charge implements TaskHandler {
 }
 
 describeInChromium('finding jobs in the dashboard', () => {
-  let db: TestDatabase;
   let sql: pg.Client;
   let app: INestApplication;
   let base: string;
-  let browser: Browser;
   let page: Page;
+  let dashboard: DashboardInChromium | undefined;
   const ids: Record<string, string> = {};
 
   beforeAll(async () => {
-    db = await testDatabase();
-    @Module({
-      imports: [
-        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: { enabled: false } }),
-        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: 'search' }, refreshSeconds: 0 }),
-      ],
-      providers: [Charge],
-    })
-    class SearchModule {}
-    app = await NestFactory.create(SearchModule, { logger: ['error'] });
-    await app.listen(0, '127.0.0.1');
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    sql = await sqlClient(db.url);
+    dashboard = await openDashboardInChromium({ providers: [Charge], worker: { enabled: false }, password: 'search' });
+    ({ sql, app, base, page } = dashboard);
     const queue = app.get(QueueService);
     ids.order42 = (await queue.enqueue('charge', { orderId: 42, region: 'eu' })).id;
     ids.order7 = (await queue.enqueue('charge', { orderId: 7, region: 'eu' })).id;
@@ -55,17 +40,9 @@ describeInChromium('finding jobs in the dashboard', () => {
     ids.declined = rows[1].id;
     ids.declinedToo = rows[2].id;
     ids.fingerprint = rows[1].fingerprint;
-    const opened = await openChromium({ username: 'ops', password: 'search' });
-    browser = opened.browser;
-    page = await opened.context.newPage();
   });
 
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-    await sql?.end();
-    await db?.drop();
-  });
+  afterAll(() => dashboard?.close());
 
   const listedIds = async () =>
     (await page.locator('main table tbody tr td:first-child a').evaluateAll((links) => links.map((a) => a.getAttribute('title')))).sort();
