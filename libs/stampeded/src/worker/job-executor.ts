@@ -7,17 +7,15 @@ import { JobAbortedError } from '../errors/stampeded.errors.js';
 import type { ProcessTaskRunner } from '../isolation/process-task.runner.js';
 import type { ControlGate } from '../control/control.gate.js';
 import type { JobTracer } from '../tracing/job-tracer.js';
-import { decideRetry, failureRecord, type HandlerFailure } from './retry-policy.js';
-import { describeError } from './describe-error.js';
+import type { HandlerFailure } from './retry-policy.js';
 import { resultText } from './job-result.js';
 import { RunReports } from './run-reports.js';
 import { RunContext, type JobRunHooks } from './job-context.js';
-import { StartGrace } from './start-grace.js';
+import { JobAdmission } from './job-admission.js';
 import { RunningJobs, type RunningJob } from './running-jobs.js';
-import type { FailureRecord, OutcomeRecorder } from './outcome-recorder.js';
+import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
-import type { ArgsValidator } from '../queue/args-validator.js';
-import { INVALID_ARGS_AT_RUN, INVALID_ENCRYPTED_ARGS_AT_RUN } from '../stampeded.messages.js';
+import { JobOutcomes } from './job-outcomes.js';
 import type { JobEncryption } from '../encryption/job-encryption.js';
 import { DEFAULT_LOG_LIMITS, LIMITS } from '../stampeded.constants.js';
 
@@ -39,14 +37,15 @@ export type RunOutcome = Extract<JobEventType, 'completed' | 'retrying' | 'disca
 /**
  * Runs claimed jobs, each to its recorded outcome: the handler's context,
  * its deadline and AbortSignal, the isolated process when the task asks for
- * one, and the outcome handed to the OutcomeRecorder -- completed, a failure
- * as the task's retry policy decides it, or given back. `onSettled` hears of
- * every slot that frees, so that the producer can start the next job.
+ * one, and the outcome handed to JobOutcomes -- completed, a failure as the
+ * task's retry policy decides it, or given back. `onSlotFreed` hears of
+ * every job that leaves its slot, so that the producer can start the next job.
  */
 export class JobExecutor {
   private readonly logger = new Logger('Stampeded');
   private readonly running = new RunningJobs((entry) => void this.timeOut(entry));
-  private readonly startGrace: StartGrace;
+  private readonly admission: JobAdmission;
+  private readonly outcomes: JobOutcomes;
   /** What every job's context asks of its run (see RunContext). */
   private readonly runHooks: JobRunHooks<RunningJob> = {
     signalOf: (entry) => this.running.signalOf(entry),
@@ -60,37 +59,30 @@ export class JobExecutor {
     openResult: (task, value) => this.config.encryption.open(task, value),
   };
 
-  private readonly lineListeners: ((queue: string) => void)[] = [];
-
   constructor(
     private readonly db: StampededDatabase,
     private readonly tasks: TaskRegistry,
-    private readonly recorder: OutcomeRecorder,
+    recorder: OutcomeRecorder,
     private readonly events: WorkerEvents,
     private readonly config: ExecutorConfig,
-    private readonly onSettled: (job: Job) => void,
+    private readonly onSlotFreed: () => void,
     private readonly processRunner?: ProcessTaskRunner,
   ) {
-    this.startGrace = new StartGrace(config.control);
+    this.outcomes = new JobOutcomes(recorder, tasks, events, config.control, config.tracer);
+    this.admission = new JobAdmission(config.control, this.outcomes, {
+      settle: (entry) => this.settle(entry),
+      arm: (entry, from) => this.running.armDeadline(entry, from),
+      giveBack: (job) => this.giveBack(job),
+    });
   }
 
   get runningCount(): number {
     return this.running.size;
   }
 
-  /**
-   * Hears the queue of each keyed job whose outcome was written: the next
-   * job of its key is released with that outcome and claimable now. The
-   * release wakes the fleet's workers too; claiming here at once saves this
-   * one the notification's round trip.
-   */
+  /** See JobOutcomes.onLineMoved. */
   onLineMoved(listener: (queue: string) => void): void {
-    this.lineListeners.push(listener);
-  }
-
-  private lineMoved(job: Job): void {
-    if (job.orderingKey === null || job.orderingKey === undefined) return;
-    for (const listener of this.lineListeners) listener(job.queue);
+    this.outcomes.onLineMoved(listener);
   }
 
   /** This worker's running jobs of the queue. */
@@ -115,8 +107,9 @@ export class JobExecutor {
    * given back (StartGrace).
    */
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome> {
+    const task = this.tasks.get(job.task);
     // Opened before its events, its validate option or its handler see it.
-    const entry = this.running.add(job, this.config.encryption.openToRun(job, this.tasks.get(job.task)?.metadata.encrypt));
+    const entry = this.running.add(job, this.config.encryption.openToRun(job, task?.metadata.encrypt));
     this.events.emit('active', job);
     const tracer = this.config.tracer;
     const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, countedAt)) : this.run(entry, claimedAt, countedAt);
@@ -140,69 +133,42 @@ export class JobExecutor {
       const error =
         `No handler for task "${job.task}" in this worker (pid ${process.pid}; tasks here: ${this.tasks.names().join(', ') || 'none'}). ` +
         `It will be retried: deploy a worker that has the task, or fix the task name.`;
-      return this.recordFailure(job, this.handlerFailure({ job, error, kind: 'raised' }, undefined, error));
+      return this.outcomes.failed(job, this.outcomes.decide({ job, error, kind: 'raised' }, undefined, error));
     }
-    if (entry.sealing.unreadable) {
-      this.settle(entry);
-      return this.recordFailure(job, { kind: 'unrecoverable', error: entry.sealing.unreadable, retryDelayMs: null });
-    }
-    // Queue control may decline to run it (tenant over its share, breaker open): deferred, attempt refunded.
-    const refusal = this.config.control?.admit(job);
-    if (refusal) {
-      const failure = await refusal;
-      if (failure) {
-        this.settle(entry);
-        return this.recordFailure(job, failure);
-      }
-    }
-    this.running.armDeadline(entry, claimedAt ?? Date.now());
-    if (task.argsValidator) {
-      const invalid = await this.checkArgs(task.argsValidator, job, entry.sealing.encrypted);
-      if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
-      if (invalid) {
-        this.settle(entry);
-        return this.recordFailure(job, invalid);
-      }
-    }
-    // The last moment before the handler: a rate limit counts its start here.
-    // An isolated task's handler starts once its child process has booted,
-    // after this.
-    if (this.startGrace.passed(job, countedAt)) {
-      this.settle(entry);
-      return this.giveBack(job);
-    }
+    const refused = await this.admission.admit(entry, task, countedAt, claimedAt ?? Date.now());
+    if (refused) return refused;
     const ctx = new RunContext(this.db, this.config.workerId, job, this.runHooks, entry);
     let result: unknown;
     let stored: string | null = null;
     try {
       result = await this.invoke(task, job, ctx, entry);
       // A result that cannot be stored fails the attempt as a throw would.
-      if (task.metadata.storeResult !== false) stored = resultText(job.task, result);
-      if (stored !== null && entry.sealing.encrypted) stored = this.config.encryption.seal(`job ${job.id}`, 'result', job.task, stored, LIMITS.argsBytes);
+      stored = this.storedResult(entry, task, result);
     } catch (err) {
       // The run's last progress and log lines go before its outcome, while the job is still ours.
       await entry.reports?.flush();
       if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
       this.settle(entry);
       if (entry.abortReason === 'shutdown') return this.giveBack(job);
-      this.config.tracer?.raised(job, err);
-      const error = describeError(err);
-      const deferral = await this.config.control?.failed(job, err, error);
-      const kind = (err as { workerExited?: boolean }).workerExited ? 'worker_exited' : 'raised';
-      return this.recordFailure(job, deferral ?? this.handlerFailure({ job, error: err, kind }, task, error));
+      return this.outcomes.failed(job, await this.outcomes.raised(job, err, task));
     }
     await entry.reports?.flush();
     if (entry.settled) return entry.abortReason === 'cancelled' ? 'cancelled' : 'lost';
     this.settle(entry);
-    const owned = await this.recorder.complete(job, stored).catch((err: unknown) => {
-      this.logger.error(`could not record completion of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
-      return false;
-    });
-    this.events.emit(owned ? 'completed' : 'lost', job, { durationMs: Date.now() - entry.startedAt, result });
-    if (owned) this.lineMoved(job);
-    if (owned) this.config.control?.completed(job);
-    else this.config.control?.recorded(job);
-    return owned ? 'completed' : 'lost';
+    return this.outcomes.completed(job, stored, result, entry.startedAt);
+  }
+
+  /**
+   * What the completion stores of a handler's result: its JSON text, sealed
+   * when the job's args are encrypted; null for none. Throws, failing the
+   * job as its handler throwing would, for a result that cannot be stored.
+   */
+  private storedResult(entry: RunningJob, task: RegisteredTask, result: unknown): string | null {
+    if (task.metadata.storeResult === false) return null;
+    const { job } = entry;
+    const stored = resultText(job.task, result);
+    if (stored === null || !entry.sealing.encrypted) return stored;
+    return this.config.encryption.seal(`job ${job.id}`, 'result', job.task, stored, LIMITS.argsBytes);
   }
 
   private invoke(task: RegisteredTask, job: Job, ctx: RunContext<RunningJob>, entry: RunningJob): Promise<unknown> {
@@ -231,25 +197,6 @@ export class JobExecutor {
     ));
   }
 
-  /**
-   * The task's validate option on a job about to run: args that fail it
-   * (a job inserted by SQL, another runtime or an older version) fail every
-   * attempt alike, so the job is discarded at once, the issues in its error
-   * history, rather than retried until its attempts run out.
-   */
-  private async checkArgs(validator: ArgsValidator, job: Job, encrypted: boolean): Promise<FailureRecord | undefined> {
-    const issues = await validator.issues(job.args);
-    if (!issues.length) return undefined;
-    // An issue may quote the value it refuses: an encrypted job's error column gets none of them.
-    const error = encrypted ? INVALID_ENCRYPTED_ARGS_AT_RUN(job.task, issues.length) : INVALID_ARGS_AT_RUN(job.task, issues);
-    return { kind: 'unrecoverable', error, retryDelayMs: null };
-  }
-
-  /** The failure to record, as the task's retry policy decides it. */
-  private handlerFailure(failure: HandlerFailure, task: RegisteredTask | undefined, error: string): FailureRecord {
-    return failureRecord(failure, decideRetry(failure, task?.retryPolicy), error);
-  }
-
   // ---- deadlines and aborts ----
 
   private async timeOut(entry: RunningJob): Promise<void> {
@@ -259,7 +206,7 @@ export class JobExecutor {
     this.abandon(entry, 'timed_out', aborted);
     await entry.reports?.flush();
     const failure: HandlerFailure = { job, error: aborted, kind: 'timed_out' };
-    await this.recordFailure(job, this.handlerFailure(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
+    await this.outcomes.failed(job, this.outcomes.decide(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
   }
 
   /** Frees the slot and fires the handler's signal; what follows depends on why. */
@@ -299,7 +246,7 @@ export class JobExecutor {
     await Promise.all(
       failures.map(async ({ entry, failure }) => {
         await entry.reports?.flush();
-        return this.recordFailure(failure.job, this.handlerFailure(failure, this.tasks.get(failure.job.task), message));
+        return this.outcomes.failed(failure.job, this.outcomes.decide(failure, this.tasks.get(failure.job.task), message));
       }),
     );
   }
@@ -333,44 +280,11 @@ export class JobExecutor {
     entry.settled = true;
     this.running.remove(entry);
     this.config.control?.settled(entry.job);
-    this.onSettled(entry.job);
-  }
-
-  private async recordFailure(job: Job, failure: FailureRecord): Promise<RunOutcome> {
-    const result = await this.recorder.fail(job, failure).catch((err: unknown) => {
-      this.logger.error(`could not record failure of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
-      return { owned: false } as const;
-    });
-    this.config.control?.recorded(job);
-    const detail = { error: failure.error, failureKind: failure.kind };
-    if (!result.owned) {
-      this.events.emit('lost', job, detail);
-      return 'lost';
-    }
-    this.events.emit('failed', job, detail);
-    if (result.state === 'retryable') {
-      // A deferral by queue control is not a retry: it keeps its place.
-      if (job.orderingKey !== null && failure.kind !== 'breaker_open' && failure.kind !== 'throttled') {
-        if (this.tasks.get(job.task)?.metadata.ordering?.retryKeepsPlace === false) {
-          await this.recorder.toBackOfOrder(job).catch((err: unknown) => {
-            this.logger.warn(`job ${job.id} keeps its place in its key's order: moving it back failed (${(err as Error).message})`);
-          });
-        }
-      }
-      this.lineMoved(job);
-      this.events.emit('retrying', job, { ...detail, retryDelayMs: failure.retryDelayMs ?? undefined });
-      return 'retrying';
-    }
-    this.lineMoved(job);
-    this.events.emit('discarded', job, { ...detail, deadLettered: result.deadLettered });
-    return 'discarded';
+    this.onSlotFreed();
   }
 
   /** Gives a job back without spending its attempt, unstarted or interrupted: it runs again as if never claimed. */
-  async giveBack(job: Job): Promise<RunOutcome> {
-    const owned = await this.recorder.release(job).catch(() => false);
-    if (owned) this.lineMoved(job);
-    this.events.emit(owned ? 'released' : 'lost', job);
-    return owned ? 'released' : 'lost';
+  giveBack(job: Job): Promise<RunOutcome> {
+    return this.outcomes.givenBack(job);
   }
 }

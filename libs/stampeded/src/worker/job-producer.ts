@@ -4,6 +4,7 @@ import type { Job } from '../interfaces/job.interface.js';
 import type { ControlGate } from '../control/control.gate.js';
 import { AutoPrefetch } from './auto-prefetch.js';
 import { ClaimBuffer } from './claim-buffer.js';
+import { ClaimRoom } from './claim-room.js';
 import { Claimers, isOrderingRace, type ClaimAnswer } from './claimers.js';
 import { LostClaims } from './lost-claims.js';
 import { isConnectionError, type OutcomeRecorder } from './outcome-recorder.js';
@@ -70,6 +71,7 @@ export class JobProducer {
   /** Queues whose last claim brought nothing (claimMore()). */
   private readonly dryQueues = new Set<string>();
   private readonly autoPrefetch: AutoPrefetch;
+  private readonly room: ClaimRoom;
   /** Which buffered job may start now; undefined: the first. */
   private readonly startable?: (job: Job) => boolean;
   private nextQueue = 0;
@@ -89,6 +91,13 @@ export class JobProducer {
     private readonly config: ProducerConfig,
   ) {
     this.autoPrefetch = new AutoPrefetch(config.concurrency);
+    this.room = new ClaimRoom(
+      config,
+      runner,
+      this.buffer,
+      () => this.prefetch(),
+      () => this.startableBuffered(),
+    );
     this.claimers = new Claimers(db, config.workerId, config.queues, config.control, () => this.prefetch(), {
       wake: (queue) => this.wake(queue),
       pollIntervalMs: config.pollIntervalMs,
@@ -182,10 +191,6 @@ export class JobProducer {
     await Promise.all(this.buffer.takeAll().map((job) => this.runner.giveBack(job)));
   }
 
-  private room(): number {
-    return this.config.concurrency + this.prefetch() - this.runner.runningCount - this.startableBuffered();
-  }
-
   /**
    * Buffered jobs that may start now. While tenants compete, a job over its
    * tenant's share waits in the buffer for that tenant's running jobs, and
@@ -203,22 +208,6 @@ export class JobProducer {
     return this.config.prefetch === 'auto' ? this.autoPrefetch.size() : this.config.prefetch;
   }
 
-  private queueRoom(queue: string): number {
-    const cap = this.config.queueConcurrency.get(queue);
-    const control = this.config.control;
-    // A paused queue has no room.
-    let room = control ? control.room(queue) : Infinity;
-    // A limited queue's claimed jobs count against its cap and windows from
-    // the claim: it takes only what can start now, not the prefetch.
-    if (control?.limited(queue)) room = Math.min(room, this.config.concurrency - this.runner.runningCount - this.buffer.length);
-    if (cap === undefined) return room;
-    return Math.min(room, cap - this.inFlight(queue));
-  }
-
-  private inFlight(queue: string): number {
-    return this.runner.runningIn(queue) + this.buffer.countIn(queue);
-  }
-
   private async fetchLoop(): Promise<void> {
     try {
       await this.lostClaims.giveBack((id) => this.runner.isRunning(id) || this.buffer.has(id));
@@ -234,11 +223,11 @@ export class JobProducer {
           while (claims.length < MAX_PARALLEL_CLAIMS) {
             const queue = this.pickQueue(reserved);
             if (queue === undefined) break;
-            const capped = this.isCapped(queue);
+            const capped = this.room.capped(queue);
             if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
             // At a trickle a second claim only races the first for the same few jobs.
             if (claims.length > 0 && this.prefetch() < this.config.claimBatchSize) break;
-            const limit = Math.min(this.room() - reserved, this.queueRoom(queue), this.config.claimBatchSize);
+            const limit = Math.min(this.room.total() - reserved, this.room.ofQueue(queue), this.config.claimBatchSize);
             if (limit <= 0) break;
             reserved += limit;
             claims.push(this.claimInto(queue, limit));
@@ -289,27 +278,23 @@ export class JobProducer {
 
   /** Round robin over the queues that may have work and have room (beyond `reserved` jobs being claimed). */
   private pickQueue(reserved = 0): string | undefined {
-    if (this.room() - reserved <= 0) return undefined;
+    if (this.room.total() - reserved <= 0) return undefined;
     const queues = this.config.queues;
     // A queue whose head waited past max_wait_secs is claimed from first, until it runs dry.
-    const rushed = this.config.control?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.queueRoom(q) > 0);
+    const rushed = this.config.control?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.room.ofQueue(q) > 0);
     if (rushed !== undefined) return rushed;
     for (let i = 0; i < queues.length; i++) {
       const queue = queues[(this.nextQueue + i) % queues.length];
-      if (this.emptyQueues.has(queue) || this.queueRoom(queue) <= 0) continue;
+      if (this.emptyQueues.has(queue) || this.room.ofQueue(queue) <= 0) continue;
       this.nextQueue = (this.nextQueue + i + 1) % queues.length;
       return queue;
     }
     return undefined;
   }
 
-  private isCapped(queue: string): boolean {
-    return this.config.queueConcurrency.has(queue) || this.config.control?.counted(queue) === true;
-  }
-
   /** The full claim cursor mode makes beside the claims from the cursor (SlowClaims.from): its jobs join the buffer as a claim's do. */
   private async claimFull(queue: string): Promise<void> {
-    const { jobs } = await this.claim(queue, Math.max(1, Math.min(this.config.claimBatchSize, this.room())), null, true);
+    const { jobs } = await this.claim(queue, Math.max(1, Math.min(this.config.claimBatchSize, this.room.total())), null, true);
     if (this.stopping) await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
     else {
       this.buffer.add(queue, jobs);
@@ -331,7 +316,7 @@ export class JobProducer {
     // A plain claim on the database's clock may start from where the last
     // ones ended (SlowClaims); one on a test clock reads it all.
     const cursored = claimer.cursored && now === null;
-    const after = cursored && !full ? this.slowClaims.from(queue, this.started && !this.isCapped(queue)) : null;
+    const after = cursored && !full ? this.slowClaims.from(queue, this.started && !this.room.capped(queue)) : null;
     const answer = await this.lostClaims.track(() => claimer.claim(queue, limit, now, after));
     if (cursored) this.slowClaims.record(queue, { after, limit, jobs: answer.jobs, tookMs: Date.now() - sentAt });
     // The statement began after it was sent; a limited claim says how long after that it counted (CLAIM_LIMITED).
