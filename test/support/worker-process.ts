@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 const MAIN = fileURLToPath(new URL('../fixtures/worker-process/main.mjs', import.meta.url));
 
 /** The task sets beside the fixture: test/fixtures/worker-process/<set>.tasks.mjs. */
-export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs';
+export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs' | 'chunks';
 
 export interface WorkerProcessConfig {
   url: string;
@@ -29,6 +29,8 @@ export interface WorkerProcessConfig {
   downFile?: string;
   /** encryption: the 'hold-secret' task finishes once this file exists. */
   releaseFile?: string;
+  /** chunks: the 'sync-rows' task's chunk size. */
+  chunkSize?: number;
 }
 
 export interface WorkerEvent {

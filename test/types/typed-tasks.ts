@@ -4,7 +4,19 @@
 // typecheck when the line under it compiles; each expectType<Equal<A, B>>
 // fails it when A is not exactly B.
 import type { StandardSchemaV1 as SpecSchema } from '@standard-schema/spec';
-import { Task, type ArgsOf, type Job, type JobContext, type Queue, type QueueService, type ResultOf, type TaskHandler } from '@stampeded/nestjs';
+import {
+  Task,
+  type ArgsOf,
+  type ChunkContext,
+  type ChunkJob,
+  type ChunkTaskHandler,
+  type Job,
+  type JobContext,
+  type Queue,
+  type QueueService,
+  type ResultOf,
+  type TaskHandler,
+} from '@stampeded/nestjs';
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the check is the type argument's constraint
@@ -52,8 +64,33 @@ class BadlyValidated implements TaskHandler {
 }
 void [Validated, ValidatedByHook, BadlyValidated];
 
+/** A chunked task: its args from its jobs' type, its result from its context's. */
+@Task('typed:index-products', { chunk: { size: 100, waitMs: 500 } })
+class IndexProducts implements ChunkTaskHandler<{ productId: number }, { indexed: boolean }> {
+  async handleChunk(jobs: ChunkJob<{ productId: number }>[], ctx: ChunkContext<{ indexed: boolean }>): Promise<void> {
+    for (const job of jobs) ctx.complete(job, { indexed: job.args.productId > 0 });
+    // @ts-expect-error a result of another type than the context's
+    ctx.complete(jobs[0], { indexed: 'yes' });
+  }
+}
+/** Without `implements` or a context: a result of unknown type. */
+@Task('typed:bulk-mail', { chunk: { size: 10 } })
+class BulkMail {
+  handleChunk(jobs: ChunkJob<{ to: string }>[]): void {
+    void jobs.map((job) => job.args.to);
+  }
+}
+// @ts-expect-error a chunk option needs a handleChunk()
+@Task('typed:not-chunked', { chunk: { size: 10 } })
+class NotChunked {
+  handle(): void {}
+}
+void NotChunked;
+
 declare module '@stampeded/nestjs' {
   interface StampededTasks {
+    /** A chunked task by its class. */
+    'typed:index-products': IndexProducts;
     /** By the class: args and result. */
     'typed:send-email': SendEmail;
     /** By the args type: a task of another process or runtime. */
@@ -99,6 +136,12 @@ export async function typedTasks(queue: QueueService, emails: Queue): Promise<vo
   expectType<Equal<ArgsOf<'typed:send-receipt'>, Receipt>>();
   expectType<Equal<ResultOf<'typed:send-receipt'>, unknown>>();
   expectType<Equal<ArgsOf<'not-listed'>, Record<string, unknown>>>();
+  expectType<Equal<ArgsOf<typeof IndexProducts>, { productId: number }>>();
+  expectType<Equal<ResultOf<typeof IndexProducts>, { indexed: boolean }>>();
+  expectType<Equal<ArgsOf<'typed:index-products'>, { productId: number }>>();
+  expectType<Equal<ResultOf<'typed:index-products'>, { indexed: boolean }>>();
+  expectType<Equal<ArgsOf<typeof BulkMail>, { to: string }>>();
+  expectType<Equal<ResultOf<typeof BulkMail>, unknown>>();
 
   // ---- enqueue() by class ----
   await queue.enqueue(SendEmail, { to: 'a@example.com' });
@@ -111,6 +154,12 @@ export async function typedTasks(queue: QueueService, emails: Queue): Promise<vo
   await queue.enqueue(SendEmail, { to: 'a@example.com', cc: 'b@example.com' });
   // @ts-expect-error args are required when the task takes some
   await queue.enqueue(Resize);
+  // A chunked task's jobs are enqueued one by one, typed by its jobs' args.
+  await queue.enqueue(IndexProducts, { productId: 42 });
+  await queue.enqueue('typed:index-products', { productId: 42 });
+  // @ts-expect-error wrong args for a chunked task
+  await queue.enqueue(IndexProducts, { productId: '42' });
+  await queue.enqueueMany([{ task: BulkMail, args: { to: 'a@example.com' } }]);
   // @ts-expect-error not a task class: it has no handle()
   await queue.enqueue(Receipt2, {});
 

@@ -5,7 +5,7 @@ export { QueueService } from './queue/queue.service.js';
 export type { CancelResult, EnqueueManyItem, EnqueueManyItemOf, FindJobOptions, GetJobOptions, RetryResult, WaitForOptions } from './queue/queue.service.js';
 export { Queue } from './queue/queue.js';
 export { Task } from './decorators/task.decorator.js';
-export type { TaskDecorator, TaskClassFor } from './decorators/task.decorator.js';
+export type { TaskDecorator, TaskClassFor, ChunkTaskDecorator, ChunkTaskClassFor } from './decorators/task.decorator.js';
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { OnJobEventFilter } from './decorators/on-job-event.decorator.js';
 export { InjectQueue, getQueueToken } from './decorators/inject-queue.decorator.js';
@@ -52,6 +52,7 @@ export type {
   ArgsOf,
   ResultOf,
 } from './interfaces/task.interface.js';
+export type { ChunkOptions, ChunkJob, ChunkContext, ChunkTaskHandler } from './interfaces/chunk.interface.js';
 export type { RetryPolicy, RetryDecision, FailedAttempt, RetryableFailureKind } from './interfaces/retry-policy.interface.js';
 export type { StandardSchemaV1, StandardSchemaResult, ArgsIssue, ArgsValidateHook, ArgsValidateAnswer } from './interfaces/validation.interface.js';
 export type { JobEvent, JobEventType, LocalJobEvent, FleetJobEvent } from './interfaces/job-event.interface.js';

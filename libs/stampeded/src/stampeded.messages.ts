@@ -79,6 +79,19 @@ export const DUPLICATE_TASK = (name: string, first: string, second: string) =>
 export const TASK_WITHOUT_HANDLE = (className: string, name: string) =>
   `${className} is marked @Task('${name}') but has no handle(args, ctx) method. Add one: it is what runs the job.`;
 
+export const CHUNK_TASK_WITHOUT_HANDLE_CHUNK = (className: string, name: string) =>
+  `${className} is marked @Task('${name}', { chunk }) but has no handleChunk(jobs, ctx) method. Add one (ChunkTaskHandler): it runs the chunk's jobs.`;
+
+export const HANDLE_CHUNK_WITHOUT_CHUNK = (className: string, name: string) =>
+  `${className} has handleChunk() but @Task('${name}') has no chunk option: add chunk: { size } to run its jobs many at once, or give it handle(args, ctx).`;
+
+export const CHUNK_NOT_WITH = (where: string, option: string, why: string) => `${where}: chunk cannot be combined with ${option}: ${why}.`;
+
+export const CHUNK_JOB_UNKNOWN = (task: string, id: unknown) =>
+  `Chunk of "${task}": ${typeof id === 'string' ? `job ${id}` : 'that value'} is not one of its jobs. Pass a job handleChunk() received.`;
+
+export const CHUNK_OUTCOME_TWICE = (id: string, first: string) => `Job ${id} already has an outcome in its chunk (${first}): give each job one outcome.`;
+
 export const UNKNOWN_TASK = (name: string, known: string[]) =>
   `No task named "${name}" is registered in this app${known.length ? ` (known: ${known.join(', ')})` : ''}. ` +
   `Enqueue it by name only if another process handles it, or check the name in @Task().`;

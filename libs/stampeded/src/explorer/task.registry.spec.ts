@@ -51,3 +51,40 @@ describe('TaskRegistry.resolve', () => {
     expect(() => registry.resolve(NotATask)).toThrow(/NotATask is not a task/);
   });
 });
+
+describe('TaskRegistry.register, chunked tasks', () => {
+  const register = (classRef: new () => object, metadata: object) => () =>
+    new TaskRegistry().register(classRef as never, new classRef(), { name: 'sync', ...metadata } as never);
+  class Chunked {
+    handleChunk() {}
+  }
+  class Single {
+    handle() {}
+  }
+
+  it('takes a chunk option with handleChunk(), filling in its wait', () => {
+    const registry = new TaskRegistry();
+    registry.register(Chunked, new Chunked(), { name: 'sync', chunk: { size: 100 } });
+    expect(registry.get('sync')?.chunk).toEqual({ size: 100, waitMs: 0 });
+  });
+
+  it('refuses a chunked task without handleChunk(), and handleChunk() without a chunk option, saying what to add', () => {
+    expect(register(Single, { chunk: { size: 10 } })).toThrow(StampededConfigError);
+    expect(register(Single, { chunk: { size: 10 } })).toThrow(/Single is marked @Task\('sync', \{ chunk \}\) but has no handleChunk\(jobs, ctx\)/);
+    expect(register(Chunked, {})).toThrow(/Chunked has handleChunk\(\) but @Task\('sync'\) has no chunk option: add chunk: \{ size \}/);
+  });
+
+  it('refuses a chunk of a bad size or wait, or an unknown chunk option', () => {
+    expect(register(Chunked, { chunk: { size: 0 } })).toThrow(/chunk\.size must be a whole number from 1 to 1000, got 0/);
+    expect(register(Chunked, { chunk: { size: 1001 } })).toThrow(/chunk\.size must be a whole number from 1 to 1000/);
+    expect(register(Chunked, { chunk: { size: 10, waitMs: -1 } })).toThrow(/chunk\.waitMs must be a whole number of milliseconds/);
+    expect(register(Chunked, { chunk: { size: 10, wait: 5 } })).toThrow(/unknown option "wait"/);
+    expect(register(Chunked, { chunk: 10 })).toThrow(/chunk must be an object \{ size, waitMs\? \}, got 10/);
+  });
+
+  it('refuses a chunk in a child process, saying why', () => {
+    const isolated = register(Chunked, { chunk: { size: 10 }, isolation: 'process', processFile: '/srv/sync.process.js' });
+    expect(isolated).toThrow(StampededConfigError);
+    expect(isolated).toThrow(/chunk cannot be combined with isolation: 'process': a chunk's jobs share one handler call/);
+  });
+});

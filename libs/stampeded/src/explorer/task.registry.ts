@@ -1,7 +1,10 @@
 import { isAbsolute } from 'node:path';
 import { Injectable, type Type } from '@nestjs/common';
 import {
+  CHUNK_NOT_WITH,
+  CHUNK_TASK_WITHOUT_HANDLE_CHUNK,
   DUPLICATE_TASK,
+  HANDLE_CHUNK_WITHOUT_CHUNK,
   INVALID_ISOLATION,
   INVALID_OPTION,
   INVALID_RETRY_POLICY,
@@ -16,13 +19,15 @@ import { taskMetadataOf, taskNameOf } from '../decorators/task-metadata.js';
 import { describe, jobOptionsOf, validateJobOptions } from '../queue/job-input.validator.js';
 import { JOB_OPTION_NAMES } from '../queue/job-columns.js';
 import type { TaskHandler, TaskMetadata } from '../interfaces/task.interface.js';
+import type { ChunkTaskHandler } from '../interfaces/chunk.interface.js';
 import type { JobOptions } from '../interfaces/job-options.interface.js';
 import type { RetryPolicy } from '../interfaces/retry-policy.interface.js';
+import type { ChunkOptions } from '../interfaces/chunk.interface.js';
 import { toArgsValidator, type ArgsValidator } from '../queue/args-validator.js';
 
 export interface RegisteredTask {
   metadata: TaskMetadata;
-  instance: TaskHandler<any>;
+  instance: TaskHandler<any> & ChunkTaskHandler<any>;
   className: string;
   classRef: Type<unknown>;
   /** The task's retryPolicy option as a policy object; undefined: the default. */
@@ -33,6 +38,8 @@ export interface RegisteredTask {
   logLimits: LogLimits;
   /** What resolve() answers for it, made once. */
   resolved?: ResolvedTask;
+  /** Its chunk option, with its default; undefined: its jobs run one handle() call each. */
+  chunk?: Required<ChunkOptions>;
 }
 
 /** A task as enqueue sees it: see TaskRegistry.resolve(). */
@@ -58,10 +65,14 @@ const TASK_OPTION_NAMES = [
   'validate',
   'ordering',
   'encrypt',
+  'chunk',
 ] as const;
 
 /** What a task keeps of its jobs' ctx.log() lines: its logs option, the defaults filled in. */
 export type LogLimits = Required<NonNullable<TaskMetadata['logs']>>;
+
+/** The most jobs a chunk holds: they are held in memory and recorded together. */
+export const MAX_CHUNK_SIZE = 1000;
 
 /** The tasks this app handles, by name. Filled once, at module init, by the explorer. */
 @Injectable()
@@ -92,14 +103,26 @@ export class TaskRegistry {
     const logLimits = toLogLimits(where, metadata.logs);
     const retryPolicy = toRetryPolicy(where, metadata.retryPolicy);
     const argsValidator = toArgsValidator(where, metadata.validate);
-    if (typeof (instance as { handle?: unknown })?.handle !== 'function') {
-      throw new StampededConfigError(TASK_WITHOUT_HANDLE(className, metadata.name));
+    const chunk = toChunk(where, metadata);
+    const handles = (method: string) => typeof (instance as Record<string, unknown> | undefined)?.[method] === 'function';
+    if (chunk && !handles('handleChunk')) throw new StampededConfigError(CHUNK_TASK_WITHOUT_HANDLE_CHUNK(className, metadata.name));
+    if (!chunk && !handles('handle')) {
+      throw new StampededConfigError((handles('handleChunk') ? HANDLE_CHUNK_WITHOUT_CHUNK : TASK_WITHOUT_HANDLE)(className, metadata.name));
     }
     const existing = this.tasks.get(metadata.name);
     if (existing && existing.classRef !== classRef) {
       throw new StampededConfigError(DUPLICATE_TASK(metadata.name, existing.className, className));
     }
-    this.tasks.set(metadata.name, { metadata, instance: instance as TaskHandler<any>, className, classRef, retryPolicy, argsValidator, logLimits });
+    this.tasks.set(metadata.name, {
+      metadata,
+      instance: instance as RegisteredTask['instance'],
+      className,
+      classRef,
+      retryPolicy,
+      argsValidator,
+      logLimits,
+      chunk,
+    });
   }
 
   get(name: string): RegisteredTask | undefined {
@@ -180,6 +203,38 @@ function toLogLimits(where: string, option: TaskMetadata['logs']): LogLimits {
     maxLines: whole('maxLines', 1, LIMITS.logLines, 'lines'),
     maxLineBytes: whole('maxLineBytes', MIN_LOG_LINE_BYTES, LIMITS.logLineBytes, 'bytes'),
   };
+}
+
+/**
+ * The chunk option, its default filled in; refused at bootstrap when it is
+ * not { size, waitMs? }, or beside an option a chunk cannot keep.
+ */
+function toChunk(where: string, metadata: TaskMetadata): Required<ChunkOptions> | undefined {
+  const option = metadata.chunk;
+  if (option === undefined) return undefined;
+  if (option === null || typeof option !== 'object' || Array.isArray(option)) {
+    throw new StampededConfigError(INVALID_OPTION(where, 'chunk', `must be an object { size, waitMs? }, got ${describe(option)}`));
+  }
+  const unknown = Object.keys(option).filter((k) => k !== 'size' && k !== 'waitMs');
+  if (unknown.length) throw new StampededConfigError(UNKNOWN_OPTIONS(`${where} chunk`, unknown, ['size', 'waitMs']));
+  const { size, waitMs = 0 } = option;
+  if (!Number.isInteger(size) || size < 1 || size > MAX_CHUNK_SIZE) {
+    throw new StampededConfigError(INVALID_OPTION(where, 'chunk.size', `must be a whole number from 1 to ${MAX_CHUNK_SIZE}, got ${describe(size)}`));
+  }
+  // setTimeout's own limit: a longer wait would fire at once.
+  if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 2_147_483_647) {
+    throw new StampededConfigError(INVALID_OPTION(where, 'chunk.waitMs', `must be a whole number of milliseconds, 0 or more, got ${describe(waitMs)}`));
+  }
+  if (metadata.isolation === 'process') {
+    throw new StampededConfigError(
+      CHUNK_NOT_WITH(
+        where,
+        "isolation: 'process'",
+        "a chunk's jobs share one handler call, so one child process would hold them all, a crash would fail every one of them, and their outcomes would have to cross the process boundary one by one; use isolation 'none' for a chunked task, or drop chunk to isolate each job",
+      ),
+    );
+  }
+  return { size, waitMs };
 }
 
 /** The retryPolicy option, a function or an object, as one shape; refused at bootstrap when it is neither. */

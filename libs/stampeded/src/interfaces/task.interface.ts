@@ -5,6 +5,7 @@ import type { BatchCounts, WorkflowDependencyJob } from './workflow.interface.js
 import type { TaskScheduleOptions } from './schedule.interface.js';
 import type { RetryPolicy } from './retry-policy.interface.js';
 import type { ArgsValidateHook, StandardSchemaV1 } from './validation.interface.js';
+import type { ChunkContext, ChunkJob, ChunkOptions, ChunkTaskHandler } from './chunk.interface.js';
 
 export interface TaskOptions extends JobOptions {
   /**
@@ -78,6 +79,14 @@ export interface TaskOptions extends JobOptions {
    * error messages. docs/encryption.md.
    */
   encrypt?: boolean;
+  /**
+   * Runs this task's jobs many at once: the class implements
+   * `handleChunk(jobs, ctx)` (ChunkTaskHandler) in place of `handle()`, and
+   * each call gets up to `size` jobs, or fewer once `waitMs` has passed
+   * since the first arrived. Each job keeps its own outcome, attempts and
+   * result (docs/tasks.md, "Chunks").
+   */
+  chunk?: ChunkOptions;
 }
 
 export interface TaskMetadata extends TaskOptions {
@@ -152,7 +161,7 @@ export interface TaskHandler<Args extends object = Record<string, unknown>, Resu
 }
 
 /** A @Task() class: what enqueue(), getJob() and the other typed calls take in place of a task name. */
-export type TaskClass<Args extends object = any, Result = any> = Type<TaskHandler<Args, Result>>;
+export type TaskClass<Args extends object = any, Result = any> = Type<TaskHandler<Args, Result>> | Type<ChunkTaskHandler<Args, Result>>;
 
 /**
  * The tasks an app enqueues by name, by declaration merging, so that
@@ -198,10 +207,21 @@ export type UnregisteredTaskName<Name extends string> = Name extends RegisteredT
 /** A task, by its class or by a name StampededTasks lists: what the typed calls read the types of. */
 export type TypedTask = TaskClass | RegisteredTaskName;
 
-type HandlerArgs<H> = H extends { handle(args: infer A, ...rest: any[]): any } ? (unknown extends A ? Record<string, unknown> : A) : never;
-type HandlerResult<H> = H extends { handle(...args: any[]): infer R } ? Awaited<R> : unknown;
-type EntryArgs<E> = E extends { handle(...args: any[]): any } ? HandlerArgs<E> : E;
-type EntryResult<E> = E extends { handle(...args: any[]): any } ? HandlerResult<E> : unknown;
+type OrAnyArgs<A> = unknown extends A ? Record<string, unknown> : A;
+/** A chunk's handler gives its args by its jobs' type, and its result by its context's. */
+type HandlerArgs<H> = H extends { handle(args: infer A, ...rest: any[]): any }
+  ? OrAnyArgs<A>
+  : H extends { handleChunk(jobs: ChunkJob<infer A>[], ...rest: any[]): any }
+    ? OrAnyArgs<A>
+    : never;
+type HandlerResult<H> = H extends { handle(...args: any[]): infer R }
+  ? Awaited<R>
+  : H extends { handleChunk(jobs: any, ctx: ChunkContext<infer R>): any }
+    ? R
+    : unknown;
+type Handler = { handle(...args: any[]): any } | { handleChunk(...args: any[]): any };
+type EntryArgs<E> = E extends Handler ? HandlerArgs<E> : E;
+type EntryResult<E> = E extends Handler ? HandlerResult<E> : unknown;
 
 /**
  * The args type of a task: of its @Task() class's `handle()`, or its entry in

@@ -1,8 +1,7 @@
-import type { Type } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { EnqueueOptions } from './job-options.interface.js';
 import type { JobState } from './job.interface.js';
-import type { TaskHandler } from './task.interface.js';
+import type { TaskClass } from './task.interface.js';
 
 /** What a workflow job waits for: another job's name, or that name with how its failure is taken. */
 export type WorkflowDependency =
@@ -21,7 +20,7 @@ export type WorkflowDependency =
 export interface WorkflowJob<Args extends object = Record<string, unknown>> {
   /** Its name in the workflow, unique there: what other jobs' dependsOn and ctx.dependencies() call it. */
   name: string;
-  task: string | Type<TaskHandler<any>>;
+  task: string | TaskClass;
   args?: Args;
   /** The jobs of the same workflow it waits for; it runs once all of them completed. */
   dependsOn?: readonly WorkflowDependency[];
@@ -39,7 +38,7 @@ export interface WorkflowDefinition {
 export interface FlowNode<Args extends object = Record<string, unknown>> {
   /** Its name in the flow; default: its position, as "0", "0.1", ... */
   name?: string;
-  task: string | Type<TaskHandler<any>>;
+  task: string | TaskClass;
   args?: Args;
   options?: Omit<EnqueueOptions, 'manager' | 'dedup' | 'orderingKey'>;
   /** Run this job even when a child is discarded or cancelled. Default false. */

@@ -1,4 +1,3 @@
-import type { Type } from '@nestjs/common';
 import type { TaskRegistry, ResolvedTask } from '../explorer/task.registry.js';
 import type { QueueRegistry } from './queue.registry.js';
 import type { JobColumnDefaults } from './job-column-defaults.js';
@@ -7,13 +6,13 @@ import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { INVALID_ARGS, OPTIONS_NOT_OBJECT } from '../stampeded.messages.js';
 import type { EnqueueOptions } from '../interfaces/job-options.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
-import type { TaskHandler } from '../interfaces/task.interface.js';
+import type { TaskClass } from '../interfaces/task.interface.js';
 import type { JobEncryption } from '../encryption/job-encryption.js';
 import { LIMITS } from '../stampeded.constants.js';
 
 /** One job to enqueue, as enqueue(), enqueueMany() and the workflows take it. */
 export interface JobRequest {
-  task: string | Type<TaskHandler<any>>;
+  task: string | TaskClass;
   args?: unknown;
   options?: EnqueueOptions;
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnApplicationShutdown, type Type } from '@nestjs/common';
+import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 import { JOB_COLUMN_DEFAULTS, STAMPEDED_OPTIONS } from '../stampeded.constants.js';
@@ -24,7 +24,7 @@ import type { JobTracer } from '../tracing/job-tracer.js';
 import type { Job, JobState, QueueCounts } from '../interfaces/job.interface.js';
 import type { EnqueueOptions, EnqueueResult } from '../interfaces/job-options.interface.js';
 import type { JobEvent } from '../interfaces/job-event.interface.js';
-import type { ArgsOf, RegisteredTaskName, ResultOf, TaskClass, TaskHandler, TypedTask, UnregisteredTaskName } from '../interfaces/task.interface.js';
+import type { ArgsOf, RegisteredTaskName, ResultOf, TaskClass, TypedTask, UnregisteredTaskName } from '../interfaces/task.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
 import type { RedriveOptions, RedriveResult } from '../interfaces/redrive.interface.js';
 import type {
@@ -42,7 +42,7 @@ export type { FindJobOptions, GetJobOptions, WaitForOptions } from './job.reader
 
 /** One job of enqueueMany(), untyped: any task, args as JSON. */
 export interface EnqueueManyItem<Args extends object = Record<string, unknown>> {
-  task: string | Type<TaskHandler<any>>;
+  task: string | TaskClass;
   args?: Args;
   options?: Omit<EnqueueOptions, 'manager'>;
 }

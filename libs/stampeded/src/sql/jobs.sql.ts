@@ -87,9 +87,67 @@ SELECT stampeded_release_waiting(NULL, array_agg(m.queue), array_agg(m.id), NULL
 HAVING count(*) > 0`,
 );
 
+/**
+ * The failures of a chunk's jobs in one statement: stampeded_fail for each
+ * ($2 to $8, one element per job, in the order given), each fenced by its
+ * own attempt ($1: the worker). Answers a row for each failure recorded: a
+ * job no longer this worker's answers none.
+ */
+const FAIL_MANY_ROWS = `unnest($2::text[], $3::uuid[], $4::smallint[], $5::text[], $6::text[], $7::bigint[], $8::integer[], $9::text[])
+       AS o(queue, id, attempt, kind, error, delay_ms, exit_status, task)
+ CROSS JOIN LATERAL stampeded_fail(o.queue, o.id, $1::uuid, o.attempt, o.kind, o.error, o.delay_ms, o.exit_status) f`;
+
+export const FAIL_MANY = sql('stampeded_fail_many', `SELECT o.id::text AS id, f.was, f.now_state, f.dead_lettered FROM ${FAIL_MANY_ROWS}`);
+
+/** FAIL_MANY, and for each failure recorded the NOTIFY FAIL_NOTIFY sends, on the channel $10 ($9: the jobs' tasks). */
+export const FAIL_MANY_NOTIFY = sql(
+  'stampeded_fail_many_notify',
+  `
+SELECT o.id::text AS id, f.was, f.now_state, f.dead_lettered,
+       pg_notify($10, json_build_object(
+           'w', $1::uuid, 't', CASE f.now_state WHEN 'retryable' THEN 'retrying' ELSE 'discarded' END,
+           'q', ${EVENT_NAME('o.queue')}, 'k', ${EVENT_NAME('o.task')},
+           'j', json_build_array(json_build_array(o.id, o.attempt)),
+           'f', o.kind, 'd', o.delay_ms, 'l', f.dead_lettered)::text) AS notified
+  FROM ${FAIL_MANY_ROWS}`,
+);
+
+/**
+ * A job cancelled by its own handler (a chunk's ctx.cancel()): the row is
+ * locked behind the outcome fence ($3: the worker, $4: the attempt), and
+ * only then cancelled by stampeded_cancel, in the same statement. A job this
+ * worker no longer holds is left as it is, and answers no row.
+ */
+const CANCEL_CLAIMED_ROWS = `(
+    SELECT queue, id FROM stampeded_jobs
+     WHERE queue = $1 AND id = $2::uuid AND claimed_by = $3::uuid AND attempt = $4 AND state = 'executing'
+       FOR UPDATE
+) m CROSS JOIN LATERAL stampeded_cancel(m.id, m.queue) c`;
+
+export const CANCEL_CLAIMED = sql('stampeded_cancel_claimed', `SELECT c.now_state FROM ${CANCEL_CLAIMED_ROWS}`);
+
+/** CANCEL_CLAIMED, and its NOTIFY on the channel $6 ($5: the job's task). */
+export const CANCEL_CLAIMED_NOTIFY = sql(
+  'stampeded_cancel_claimed_notify',
+  `
+SELECT c.now_state,
+       pg_notify($6, json_build_object(
+           'w', $3::uuid, 't', 'cancelled', 'q', ${EVENT_NAME('m.queue')}, 'k', ${EVENT_NAME('$5::text')},
+           'j', json_build_array(json_build_array(m.id, $4::smallint)))::text) AS notified
+  FROM ${CANCEL_CLAIMED_ROWS}`,
+);
+
 export const RELEASE = sql('stampeded_release', `SELECT was, now_state FROM stampeded_release($1, $2, $3, $4)`);
 
 export const TOUCH = sql('stampeded_touch', `SELECT stampeded_touch($1, $2, $3, $4) AS owned`);
+
+/** stampeded_touch for each of a chunk's jobs ($1, $2, $4: their queues, ids and attempts; $3: the worker): answers those still this worker's. */
+export const TOUCH_MANY = sql(
+  'stampeded_touch_many',
+  `SELECT t.id::text AS id
+     FROM unnest($1::text[], $2::uuid[], $4::smallint[]) AS t(queue, id, attempt)
+    WHERE stampeded_touch(t.queue, t.id, $3::uuid, t.attempt)`,
+);
 
 export const PROGRESS = sql('stampeded_progress', `SELECT stampeded_progress($1, $2, $3, $4, $5::jsonb) AS owned`);
 

@@ -16,6 +16,9 @@ import { RunningJobs, type RunningJob } from './running-jobs.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { WorkerEvents } from './worker-events.js';
 import { JobOutcomes } from './job-outcomes.js';
+import { abortChunk, Chunks, type RunningChunk } from './chunks.js';
+import { ChunkRunner } from './chunk-runner.js';
+import type { ChunkRoom } from './job-producer.js';
 import type { JobEncryption } from '../encryption/job-encryption.js';
 import { DEFAULT_LOG_LIMITS, LIMITS } from '../stampeded.constants.js';
 
@@ -38,14 +41,20 @@ export type RunOutcome = Extract<JobEventType, 'completed' | 'retrying' | 'disca
  * Runs claimed jobs, each to its recorded outcome: the handler's context,
  * its deadline and AbortSignal, the isolated process when the task asks for
  * one, and the outcome handed to JobOutcomes -- completed, a failure as the
- * task's retry policy decides it, or given back. `onSlotFreed` hears of
- * every job that leaves its slot, so that the producer can start the next job.
+ * task's retry policy decides it, or given back. A chunked task's jobs go
+ * to its chunks (Chunks, ChunkRunner), each still a running job here with
+ * its own deadline, signal and outcome. `onSlotFreed` hears of every job
+ * that leaves its slot, so that the producer can start the next job.
  */
 export class JobExecutor {
   private readonly logger = new Logger('Stampeded');
   private readonly running = new RunningJobs((entry) => void this.timeOut(entry));
   private readonly admission: JobAdmission;
   private readonly outcomes: JobOutcomes;
+  private readonly chunkSet: Chunks;
+  private readonly chunkRunner: ChunkRunner;
+  /** How chunked tasks' jobs take slots, for the producer; undefined when no task of this worker is chunked. */
+  readonly chunks?: ChunkRoom;
   /** What every job's context asks of its run (see RunContext). */
   private readonly runHooks: JobRunHooks<RunningJob> = {
     signalOf: (entry) => this.running.signalOf(entry),
@@ -74,10 +83,32 @@ export class JobExecutor {
       arm: (entry, from) => this.running.armDeadline(entry, from),
       giveBack: (job) => this.giveBack(job),
     });
+    this.chunkSet = new Chunks(
+      tasks,
+      (chunk) => this.runChunk(chunk),
+      (queue) => config.control?.startGraceMs(queue) !== undefined,
+      () => this.onSlotFreed(),
+    );
+    this.chunkRunner = new ChunkRunner(
+      {
+        db,
+        workerId: config.workerId,
+        hooks: this.runHooks,
+        outcomes: this.outcomes,
+        events,
+        tracer: config.tracer,
+        admit: (entry, task, countedAt) => this.admission.admit(entry, task, countedAt),
+        storedResult: (entry, task, result) => this.storedResult(entry, task, result),
+        settle: (entry) => this.settle(entry),
+      },
+      this.chunkSet,
+    );
+    if (tasks.all().some((task) => task.chunk)) this.chunks = this.chunkSet;
   }
 
+  /** Slots in use: a job running alone takes one, and so does a chunk, filling or running, whatever it holds. */
   get runningCount(): number {
-    return this.running.size;
+    return this.running.size - this.chunkSet.jobs + this.chunkSet.slots;
   }
 
   /** See JobOutcomes.onLineMoved. */
@@ -85,12 +116,12 @@ export class JobExecutor {
     this.outcomes.onLineMoved(listener);
   }
 
-  /** This worker's running jobs of the queue. */
+  /** This worker's running jobs of the queue, those in chunks too. */
   runningIn(queue: string): number {
     return this.running.countIn(queue);
   }
 
-  /** The jobs running here now. */
+  /** The jobs running here now, and those in chunks still filling. */
   runningJobs(): Job[] {
     return this.running.all().map((r) => r.job);
   }
@@ -104,12 +135,17 @@ export class JobExecutor {
    * claimed by this process's clock: its deadline counts from there.
    * `countedAt`, by performance.now(), is no later than its claim counted it
    * in its rate limits' windows: it starts within its grace of that, or is
-   * given back (StartGrace).
+   * given back (StartGrace). A chunked task's job joins its chunk.
    */
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome> {
     const task = this.tasks.get(job.task);
     // Opened before its events, its validate option or its handler see it.
     const entry = this.running.add(job, this.config.encryption.openToRun(job, task?.metadata.encrypt));
+    if (task?.chunk) {
+      this.running.armDeadline(entry, claimedAt ?? Date.now());
+      entry.done = this.chunkSet.add(entry, task, countedAt);
+      return entry.done;
+    }
     this.events.emit('active', job);
     const tracer = this.config.tracer;
     const run = tracer ? tracer.execute(job, this.config.workerId, () => this.run(entry, claimedAt, countedAt)) : this.run(entry, claimedAt, countedAt);
@@ -123,6 +159,21 @@ export class JobExecutor {
       return 'lost' as const;
     });
     return entry.done;
+  }
+
+  /** Starts every chunk still filling, with the jobs it holds: drain() runs each job as it claims it. */
+  startChunks(): void {
+    this.chunkSet.startFilling();
+  }
+
+  private runChunk(chunk: RunningChunk): Promise<void> {
+    return this.chunkRunner.run(chunk).catch((err: unknown) => {
+      const left = chunk.entries.filter((entry) => !entry.settled);
+      this.logger.error(
+        `chunk of "${chunk.task.metadata.name}": ${(err as Error)?.message ?? String(err)}; nothing was recorded for ${left.length} job(s), they will run again when they expire`,
+      );
+      for (const entry of left) this.settle(entry);
+    });
   }
 
   private async run(entry: RunningJob, claimedAt: number | undefined, countedAt: number | undefined): Promise<RunOutcome> {
@@ -199,14 +250,25 @@ export class JobExecutor {
 
   // ---- deadlines and aborts ----
 
+  /**
+   * A job past its deadline. A running chunk's deadline is the earliest of
+   * its jobs': past it, the chunk's signal fires and each of its jobs still
+   * running fails `timed_out`, each by its own retry policy and attempts.
+   */
   private async timeOut(entry: RunningJob): Promise<void> {
     if (entry.settled) return;
-    const { job } = entry;
-    const aborted = new JobAbortedError(`job ${job.id} exceeded expire_seconds (${job.expireSeconds}) without a touch`);
-    this.abandon(entry, 'timed_out', aborted);
-    await entry.reports?.flush();
-    const failure: HandlerFailure = { job, error: aborted, kind: 'timed_out' };
-    await this.outcomes.failed(job, this.outcomes.decide(failure, this.tasks.get(job.task), `exceeded expire_seconds (${job.expireSeconds}) without a touch`));
+    const chunk = entry.chunk?.state === 'running' ? entry.chunk : undefined;
+    const entries = chunk ? chunk.entries.filter((e) => !e.settled) : [entry];
+    const reason = (job: Job) => `exceeded expire_seconds (${job.expireSeconds}) without a touch`;
+    if (chunk) abortChunk(chunk, new JobAbortedError(`the chunk's job ${entry.job.id} ${reason(entry.job)}`));
+    const failures = entries.map((e) => {
+      const aborted = new JobAbortedError(`job ${e.job.id} ${reason(e.job)}`);
+      this.abandon(e, 'timed_out', aborted);
+      const failure: HandlerFailure = { job: e.job, error: aborted, kind: 'timed_out' };
+      return { entry: e, failure: this.outcomes.decide(failure, this.tasks.get(e.job.task), reason(e.job)) };
+    });
+    await Promise.all(entries.map((e) => e.reports?.flush()));
+    await this.outcomes.failedMany(failures.map(({ entry: e, failure }) => ({ job: e.job, failure })));
   }
 
   /** Frees the slot and fires the handler's signal; what follows depends on why. */
@@ -233,44 +295,62 @@ export class JobExecutor {
   /**
    * Stops every running job and records `heartbeat_lost` for those still
    * ours: this worker can no longer prove it is alive, and two executions of
-   * one job at once are worse than an interrupted one.
+   * one job at once are worse than an interrupted one. The jobs of chunks
+   * still filling never started: they go back as if never claimed.
    */
   async interruptAll(message: string): Promise<void> {
+    const unstarted = this.giveBackUnstarted();
     const failures = this.running.all().map((entry) => {
       const aborted = new JobAbortedError(message);
       entry.abortReason = 'lost';
       this.settle(entry);
       this.running.abort(entry, aborted);
+      if (entry.chunk) abortChunk(entry.chunk, aborted);
       return { entry, failure: { job: entry.job, error: aborted, kind: 'heartbeat_lost' } as HandlerFailure };
     });
-    await Promise.all(
-      failures.map(async ({ entry, failure }) => {
+    await Promise.all([
+      unstarted,
+      ...failures.map(async ({ entry, failure }) => {
         await entry.reports?.flush();
         return this.outcomes.failed(failure.job, this.outcomes.decide(failure, this.tasks.get(failure.job.task), message));
       }),
-    );
+    ]);
   }
 
   /**
    * Lets running handlers finish for up to `timeoutMs`, then aborts the rest
    * and gives them back -- interrupted by us, not failed -- so that nothing
-   * waits for the reaper.
+   * waits for the reaper. Chunks still filling go back at once.
    */
   async finishRunning(timeoutMs: number, abortGraceMs: number): Promise<void> {
+    await this.giveBackUnstarted();
     await this.running.settledWithin(timeoutMs);
     const stragglers = this.running.all();
     if (!stragglers.length) return;
     this.logger.warn(`shutdown: aborting ${stragglers.length} job(s) still running after ${timeoutMs} ms; they go back to the queue`);
     for (const entry of stragglers) {
+      const aborted = new JobAbortedError('worker is shutting down');
       entry.abortReason = 'shutdown';
-      this.running.abort(entry, new JobAbortedError('worker is shutting down'));
+      this.running.abort(entry, aborted);
+      if (entry.chunk) abortChunk(entry.chunk, aborted);
     }
     await this.running.settledWithin(abortGraceMs);
     for (const entry of this.running.all()) {
       this.settle(entry);
       await entry.reports?.flush();
-      await this.giveBack(entry.job);
+      const outcome = await this.giveBack(entry.job);
+      this.chunkSet.finish(entry, outcome);
     }
+  }
+
+  /** Gives back the jobs of chunks still filling: they never started. */
+  private async giveBackUnstarted(): Promise<void> {
+    await Promise.all(
+      this.chunkSet.takeUnstarted().map(async (entry) => {
+        this.settle(entry);
+        this.chunkSet.finish(entry, await this.giveBack(entry.job));
+      }),
+    );
   }
 
   // ---- outcomes ----
@@ -279,6 +359,7 @@ export class JobExecutor {
     if (entry.settled) return;
     entry.settled = true;
     this.running.remove(entry);
+    this.chunkSet.left(entry);
     this.config.control?.settled(entry.job);
     this.onSlotFreed();
   }

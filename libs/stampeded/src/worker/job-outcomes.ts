@@ -13,7 +13,7 @@ import type { RunOutcome } from './job-executor.js';
  * What a job's outcome sets off once the executor knows it: the fenced write
  * (OutcomeRecorder), the job's events, queue control's bookkeeping, a
  * retried keyed job's place in its key's order, and the wake-up for the
- * next job of its key.
+ * next job of its key. One for a single job's run and a chunk's jobs alike.
  */
 export class JobOutcomes {
   private readonly logger = new Logger('Stampeded');
@@ -77,6 +77,16 @@ export class JobOutcomes {
     return this.afterFailure(job, failure, result);
   }
 
+  /** The failures of many jobs, recorded in one statement (OutcomeRecorder.failMany). */
+  async failedMany(failures: readonly { job: Job; failure: FailureRecord }[]): Promise<RunOutcome[]> {
+    if (!failures.length) return [];
+    const results = await this.recorder.failMany(failures).catch((err: unknown) => {
+      this.logger.error(`could not record the failures of ${failures.length} job(s): ${(err as Error).message}; they will run again when they expire`);
+      return failures.map(() => ({ owned: false }) as const);
+    });
+    return Promise.all(failures.map(({ job, failure }, i) => this.afterFailure(job, failure, results[i])));
+  }
+
   private async afterFailure(job: Job, failure: FailureRecord, result: FailureResult): Promise<RunOutcome> {
     this.control?.recorded(job);
     const detail = { error: failure.error, failureKind: failure.kind };
@@ -101,6 +111,18 @@ export class JobOutcomes {
     this.lineMoved(job);
     this.events.emit('discarded', job, { ...detail, deadLettered: result.deadLettered });
     return 'discarded';
+  }
+
+  /** The job's own handler cancelled it (a chunk's ctx.cancel()), fenced. */
+  async cancelled(job: Job): Promise<RunOutcome> {
+    const owned = await this.recorder.cancel(job).catch((err: unknown) => {
+      this.logger.error(`could not record the cancel of job ${job.id}: ${(err as Error).message}; it will run again when it expires`);
+      return false;
+    });
+    this.control?.recorded(job);
+    if (owned) this.lineMoved(job);
+    this.events.emit(owned ? 'cancelled' : 'lost', job);
+    return owned ? 'cancelled' : 'lost';
   }
 
   /** Gives a job back without spending its attempt, unstarted or interrupted: it runs again as if never claimed. */

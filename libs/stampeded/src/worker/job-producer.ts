@@ -27,11 +27,30 @@ export interface ProducerConfig {
 
 /** What the producer needs of whoever runs the jobs it claims (JobExecutor). */
 export interface JobRunner {
+  /** The slots in use: a job running alone takes one, and so does a chunk, filling or running. */
   readonly runningCount: number;
+  /** How chunked tasks' jobs take slots; undefined when the worker has no chunked task. */
+  readonly chunks?: ChunkRoom;
+  /** The jobs of the queue running here, those in chunks too: what a queue's cap counts. */
   runningIn(queue: string): number;
   isRunning(jobId: string): boolean;
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome>;
   giveBack(job: Job): Promise<RunOutcome>;
+}
+
+/**
+ * A chunk takes one slot for all its jobs (Chunks): a free slot takes a
+ * chunk's worth of a queue whose tasks are all chunked, and a filling chunk
+ * takes its task's jobs with no slot of its own.
+ */
+export interface ChunkRoom {
+  /** The jobs one free slot takes from the queue. */
+  perSlot(queue: string): number;
+  /** The room left in the queue's filling chunks. */
+  spare(queue: string): number;
+  /** Whether the job would join a filling chunk, taking no slot. */
+  joins(job: Job): boolean;
+  readonly fillingCount: number;
 }
 
 /** Claim statements one worker runs at once. */
@@ -227,7 +246,7 @@ export class JobProducer {
             if (claims.length > 0 && capped) break; // a per-queue cap is counted one claim at a time
             // At a trickle a second claim only races the first for the same few jobs.
             if (claims.length > 0 && this.prefetch() < this.config.claimBatchSize) break;
-            const limit = Math.min(this.room.total() - reserved, this.room.ofQueue(queue), this.config.claimBatchSize);
+            const limit = Math.min(this.room.total(queue) - reserved, this.room.ofQueue(queue), this.config.claimBatchSize);
             if (limit <= 0) break;
             reserved += limit;
             claims.push(this.claimInto(queue, limit));
@@ -278,14 +297,17 @@ export class JobProducer {
 
   /** Round robin over the queues that may have work and have room (beyond `reserved` jobs being claimed). */
   private pickQueue(reserved = 0): string | undefined {
-    if (this.room.total() - reserved <= 0) return undefined;
+    // Without chunks every queue's jobs take a slot each: one answer for all.
+    const chunked = this.runner.chunks !== undefined;
+    if (!chunked && this.room.total() - reserved <= 0) return undefined;
+    const open = (q: string) => !this.emptyQueues.has(q) && this.room.ofQueue(q) > 0 && (!chunked || this.room.total(q) - reserved > 0);
     const queues = this.config.queues;
     // A queue whose head waited past max_wait_secs is claimed from first, until it runs dry.
-    const rushed = this.config.control?.rushed(queues).find((q) => !this.emptyQueues.has(q) && this.room.ofQueue(q) > 0);
+    const rushed = this.config.control?.rushed(queues).find(open);
     if (rushed !== undefined) return rushed;
     for (let i = 0; i < queues.length; i++) {
       const queue = queues[(this.nextQueue + i) % queues.length];
-      if (this.emptyQueues.has(queue) || this.room.ofQueue(queue) <= 0) continue;
+      if (!open(queue)) continue;
       this.nextQueue = (this.nextQueue + i + 1) % queues.length;
       return queue;
     }
@@ -294,7 +316,7 @@ export class JobProducer {
 
   /** The full claim cursor mode makes beside the claims from the cursor (SlowClaims.from): its jobs join the buffer as a claim's do. */
   private async claimFull(queue: string): Promise<void> {
-    const { jobs } = await this.claim(queue, Math.max(1, Math.min(this.config.claimBatchSize, this.room.total())), null, true);
+    const { jobs } = await this.claim(queue, Math.max(1, Math.min(this.config.claimBatchSize, this.room.total(queue))), null, true);
     if (this.stopping) await Promise.all(jobs.map((job) => this.runner.giveBack(job)));
     else {
       this.buffer.add(queue, jobs);
@@ -334,8 +356,16 @@ export class JobProducer {
     // While tenants compete, each in its turn (ControlGate.startRank); otherwise in claim order.
     const control = this.config.control;
     const rank = control && this.claimers.tenantsCompete ? (job: Job) => control.startRank(job) : undefined;
-    while (this.runner.runningCount < this.config.concurrency && this.buffer.length && !this.stopping) {
-      const job = this.buffer.takeFirst(this.startable, rank);
+    const chunks = this.runner.chunks;
+    while (this.buffer.length && !this.stopping) {
+      let startable = this.startable;
+      if (this.runner.runningCount >= this.config.concurrency) {
+        // No slot free: only a job that joins a filling chunk can start.
+        if (!chunks?.fillingCount) break;
+        const gate = this.startable;
+        startable = (job) => chunks.joins(job) && (!gate || gate(job));
+      }
+      const job = this.buffer.takeFirst(startable, rank);
       if (!job) break;
       void this.runner.execute(job, this.claimedLocally.get(job), this.claimCounted.get(job));
     }

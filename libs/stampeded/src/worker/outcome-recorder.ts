@@ -1,6 +1,17 @@
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
-import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY, FAIL, FAIL_NOTIFY, ORDERING_TO_BACK, RELEASE } from '../sql/jobs.sql.js';
+import {
+  CANCEL_CLAIMED,
+  CANCEL_CLAIMED_NOTIFY,
+  COMPLETE_MANY,
+  COMPLETE_MANY_NOTIFY,
+  FAIL,
+  FAIL_MANY,
+  FAIL_MANY_NOTIFY,
+  FAIL_NOTIFY,
+  ORDERING_TO_BACK,
+  RELEASE,
+} from '../sql/jobs.sql.js';
 import { arrayElement } from '../sql/statement.js';
 import { UuidV7Source } from '../queue/uuidv7.js';
 import type { FailureKind, Job, JobState } from '../interfaces/job.interface.js';
@@ -120,6 +131,54 @@ export class OutcomeRecorder {
     );
     if (!rows.length) return { owned: false };
     return { owned: true, state: rows[0].now_state, deadLettered: rows[0].dead_lettered };
+  }
+
+  /**
+   * The failures of many jobs (a chunk's) in one statement, each fenced as
+   * fail() fences one; answered in the order given. Sorted by id on the way,
+   * so that two such statements lock their rows in one order.
+   */
+  async failMany(failures: readonly { job: Job; failure: FailureRecord }[]): Promise<FailureResult[]> {
+    if (failures.length === 1) return [await this.fail(failures[0].job, failures[0].failure)];
+    const sorted = [...failures].sort((a, b) => (a.job.id < b.job.id ? -1 : a.job.id > b.job.id ? 1 : 0));
+    const column = <T>(pick: (f: { job: Job; failure: FailureRecord }) => T) => sorted.map(pick);
+    const rows = await this.track(
+      this.persist(() => {
+        const values = [
+          this.workerId,
+          column((f) => f.job.queue),
+          column((f) => f.job.id),
+          column((f) => f.job.attempt),
+          column((f) => f.failure.kind),
+          column((f) => f.failure.error),
+          column((f) => (f.failure.retryDelayMs === null ? null : Math.round(f.failure.retryDelayMs))),
+          column((f) => f.failure.exitStatus ?? null),
+          column((f) => f.job.task),
+        ];
+        const channel = this.eventsChannel();
+        return this.db.query<{ id: string; now_state: JobState; dead_lettered: boolean }>(
+          channel === undefined ? FAIL_MANY : FAIL_MANY_NOTIFY,
+          channel === undefined ? values : [...values, channel],
+        );
+      }),
+    );
+    const recorded = new Map(rows.map((r) => [r.id, r]));
+    return failures.map(({ job }) => {
+      const row = recorded.get(job.id);
+      return row ? { owned: true, state: row.now_state, deadLettered: row.dead_lettered } : { owned: false };
+    });
+  }
+
+  /** Cancels a job this worker runs, fenced (CANCEL_CLAIMED): false when it was no longer ours, and nothing changed. */
+  async cancel(job: Job): Promise<boolean> {
+    const rows = await this.track(
+      this.persist(() => {
+        const values = [job.queue, job.id, this.workerId, job.attempt];
+        const channel = this.eventsChannel();
+        return this.db.query(channel === undefined ? CANCEL_CLAIMED : CANCEL_CLAIMED_NOTIFY, channel === undefined ? values : [...values, job.task, channel]);
+      }),
+    );
+    return rows.length > 0;
   }
 
   /**

@@ -2,6 +2,7 @@ import type { Job } from '../interfaces/job.interface.js';
 import type { RunReports } from './run-reports.js';
 import type { OpenedArgs } from '../encryption/job-encryption.js';
 import type { RunOutcome } from './job-executor.js';
+import type { RunningChunk } from './chunks.js';
 
 /** One job running in this worker, from its start to its recorded outcome. */
 export interface RunningJob {
@@ -24,6 +25,8 @@ export interface RunningJob {
   reports?: RunReports;
   /** Whether its args were stored encrypted or its task or queue encrypts, and why they could not be opened, if so. */
   sealing: OpenedArgs;
+  /** The chunk it belongs to, for a chunked task's job. */
+  chunk?: RunningChunk;
   done: Promise<RunOutcome>;
 }
 

@@ -65,9 +65,11 @@ export class Worker {
     return (await this.producer.claim(queue, limit, now)).jobs;
   }
 
-  /** Runs one claimed job to its recorded outcome. */
+  /** Runs one claimed job to its recorded outcome; a chunked task's job runs at once, as a chunk of one. */
   execute(job: Job): Promise<RunOutcome> {
-    return this.executor.execute(job, this.producer.claimedAt(job));
+    const outcome = this.executor.execute(job, this.producer.claimedAt(job));
+    this.executor.startChunks();
+    return outcome;
   }
 
   /** The jobs this worker holds, running or claimed ahead: those a cancel can concern. */
