@@ -188,8 +188,16 @@ describe('removal on completion', () => {
           await sql.query('ROLLBACK');
         }
       };
-      const fromHead = await explain(null);
-      const fromCursor = await explain(cursor);
+      // Each claim twice, its fewer buffers kept: a plan made again between
+      // the two (autovacuum's ANALYZE of the 20,000 rows invalidates the
+      // function's cached plan) reads the catalogs, which is not the walk
+      // this measures.
+      const leastOfTwo = async (after: number | null) => {
+        const [first, second] = [await explain(after), await explain(after)];
+        return { tasks: first.tasks, buffers: Math.min(first.buffers, second.buffers) };
+      };
+      const fromHead = await leastOfTwo(null);
+      const fromCursor = await leastOfTwo(cursor);
       expect(fromHead.tasks).toEqual(['overdue', 'p0', 'p5']);
       // Both priorities from the cursor on, the better one first; the overdue job is left to the next full claim.
       expect(fromCursor.tasks).toEqual(['p0', 'p5']);
