@@ -20,6 +20,7 @@ import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
 import { CSRF_COOKIE } from '../dashboard.constants.js';
 import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import { jobListQuery } from '../inspector/job-inspector.js';
 import type { ActionResult } from '../inspector/job-actions.js';
 import { InspectorErrorFilter } from './inspector-error.filter.js';
 
@@ -92,17 +93,7 @@ export class DashboardApiController {
   @Header('Cache-Control', 'no-store')
   jobs(@Query() q: Record<string, string | undefined>) {
     return this.inspector.jobs({
-      queue: q.queue,
-      state: q.state,
-      task: q.task,
-      tenant: q.tenant,
-      destination: q.destination,
-      id: q.id,
-      fingerprint: q.fingerprint,
-      args: q.args,
-      meta: q.meta,
-      after: q.after,
-      scan: q.scan,
+      ...jobListQuery(q),
       limit: q.limit ? Number(q.limit) || 50 : undefined,
     });
   }

@@ -23,6 +23,7 @@ import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
 import { JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import { jobListQuery } from '../inspector/job-inspector.js';
 import type { BulkFilters } from '../inspector/job-actions.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
 import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowPage, workflowsPage } from '../views/pages.view.js';
@@ -70,19 +71,7 @@ export class DashboardPagesController {
   @Get('jobs')
   @HtmlPage()
   async jobs(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
-    const filters = {
-      queue: q.queue,
-      state: q.state,
-      task: q.task,
-      tenant: q.tenant,
-      destination: q.destination,
-      id: q.id,
-      fingerprint: q.fingerprint,
-      args: q.args,
-      meta: q.meta,
-      after: q.after,
-      scan: q.scan,
-    };
+    const filters = jobListQuery(q);
     const ctx = { ...this.context(request, response), refreshSeconds: this.options.refreshSeconds };
     try {
       return jobsPage(ctx, filters, await this.inspector.jobs(filters));

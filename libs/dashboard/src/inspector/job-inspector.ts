@@ -20,6 +20,15 @@ export interface JobListOptions extends JobSearch {
   scan?: number | string;
 }
 
+/** The jobs list's filters, as a query string names them: the one list that the page and the JSON API both read. */
+const JOB_LIST_FILTERS = ['queue', 'state', 'task', 'tenant', 'destination', 'id', 'fingerprint', 'args', 'meta', 'after', 'scan'] as const;
+export type JobListQuery = { [K in (typeof JOB_LIST_FILTERS)[number]]?: string };
+
+/** The jobs list's filters read from a query string. */
+export function jobListQuery(q: Record<string, string | undefined>): JobListQuery {
+  return Object.fromEntries(JOB_LIST_FILTERS.map((name) => [name, q[name]])) as JobListQuery;
+}
+
 export interface JobPage {
   jobs: Record<string, unknown>[];
   /** Pass as `after` for the next page; null on the last page. */
