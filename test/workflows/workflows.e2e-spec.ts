@@ -253,7 +253,8 @@ describe('workflows', () => {
       name: 'reaped',
       jobs: [
         { name: 'lost', task: 'flow-step', options: { queue: 'flows-reap', maxInterruptions: 0 } },
-        { name: 'cancelled', task: 'flow-step', options: { queue: 'flows-reap' } },
+        // Due in an hour, so that the one claim below takes `lost`: two jobs due at once are claimed in either order.
+        { name: 'cancelled', task: 'flow-step', options: { queue: 'flows-reap', delayMs: 3_600_000 } },
         { name: 'after-lost', task: 'flow-step', dependsOn: ['lost'], options: { queue: 'flows-reap' } },
         {
           name: 'after-both',
