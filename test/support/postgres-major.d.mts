@@ -6,6 +6,11 @@ export interface StartedPostgresMajor {
   major: number;
   /** The data folder, which outlives stop() only when it was passed in. */
   data: string;
+  port: number;
+  /** The postmaster's process id. */
+  pid: number;
+  /** Sends the postmaster `signal` (SIGKILL: a crash, no shutdown checkpoint) and resolves once it has exited. */
+  kill(signal: NodeJS.Signals): Promise<void>;
   stop(): Promise<void>;
 }
 export declare function startPostgresMajor(

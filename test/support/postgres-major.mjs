@@ -93,7 +93,8 @@ export async function startPostgresMajor(major, { durable = true, maxConnections
   await new Promise((resolve, reject) => {
     server.stderr.on('data', (chunk) => {
       log += chunk;
-      if (log.includes('ready to accept connections')) resolve();
+      // A hot standby says "ready to accept read-only connections".
+      if (/ready to accept (read-only )?connections/.test(log)) resolve();
     });
     server.on('error', reject);
     server.once('exit', (code) => reject(new Error(`postgres ${major} exited ${code}: ${log}`)));
@@ -101,10 +102,20 @@ export async function startPostgresMajor(major, { durable = true, maxConnections
   // The log is not read after the start; keep the pipe drained.
   server.stderr.on('data', () => {});
   let stopped;
+  const exited = new Promise((resolve) => {
+    if (server.exitCode !== null || server.signalCode !== null) resolve();
+    else server.once('exit', () => resolve());
+  });
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     major,
     data,
+    port,
+    pid: server.pid,
+    kill: async (signal) => {
+      if (server.exitCode === null && server.signalCode === null) server.kill(signal);
+      await exited;
+    },
     stop: () =>
       (stopped ??= (async () => {
         if (server.exitCode === null && server.signalCode === null) {
