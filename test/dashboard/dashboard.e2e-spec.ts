@@ -636,7 +636,7 @@ describe('dashboard', () => {
       expect(seen).toEqual(rows.map((r) => r.id));
     });
 
-    it('lists workflows, shows one as an indented tree, and cancels one whole from its page and the API', async () => {
+    it('lists workflows, shows one as a graph and an indented tree, and cancels one whole from its page and the API', async () => {
       const flow = await queue.enqueueWorkflow({
         name: '<b>nightly</b>',
         jobs: [
@@ -655,12 +655,18 @@ describe('dashboard', () => {
       expect(list).toMatch(/<td>pending 2, available 2<\/td>/);
 
       // The tree: notify at the top, then what each job waits for, one level deeper each.
-      const page = await (await get(`/stampeded/workflows/${flow.id}`)).text();
+      const page = await (await get(`/stampeded/workflows/${flow.id}?view=tree`)).text();
       const tree = [...page.matchAll(/<span class="tree">((?:&nbsp;)*)(?:&#8627; )?(\w+)<\/span>/g)].map((m) => `${m[1].length / 6 / 4}:${m[2]}`);
       expect(tree).toEqual(['0:notify', '1:report', '2:orders', '2:refunds']);
       expect(page).toMatch(/report<\/span> <span class="dim">\(runs even if this fails\)<\/span>/);
       expect(page).toContain(`/stampeded/actions/workflows/${flow.id}/cancel`);
       expect(page).toContain(' · pending 2, available 2 ');
+
+      // The graph, the page's default, holds the names escaped and offers the same cancel.
+      const graph = await (await get(`/stampeded/workflows/${flow.id}`)).text();
+      expect(graph).toContain('<g class="node" data-name="report" data-state="pending">');
+      expect(graph).toContain(`/stampeded/actions/workflows/${flow.id}/cancel`);
+      expect(graph).not.toContain('<b>nightly</b>');
 
       const cancelled = await post(`/stampeded/actions/workflows/${flow.id}/cancel`, { _back: `/stampeded/workflows/${flow.id}` });
       expect(cancelled.status).toBe(303);

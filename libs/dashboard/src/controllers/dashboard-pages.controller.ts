@@ -26,7 +26,8 @@ import { StampededInspector } from '../inspector/stampeded-inspector.js';
 import { jobListQuery } from '../inspector/job-inspector.js';
 import type { BulkFilters } from '../inspector/job-actions.js';
 import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
-import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowPage, workflowsPage } from '../views/pages.view.js';
+import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowsPage } from '../views/pages.view.js';
+import { workflowPage } from '../views/workflow.view.js';
 import { healthPage } from '../views/health.view.js';
 import { jobHistorySections } from '../views/job-history.view.js';
 import { badSearchPage } from '../views/job-search.view.js';
@@ -139,10 +140,15 @@ export class DashboardPagesController {
 
   @Get('workflows/:id')
   @HtmlPage()
-  async workflow(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('id') id: string) {
+  async workflow(
+    @Req() request: DashboardRequest,
+    @Res({ passthrough: true }) response: ServerResponse,
+    @Param('id') id: string,
+    @Query('view') view?: string,
+  ) {
     const workflow = await this.inspector.workflow(id);
     if (!workflow) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
-    return workflowPage(this.context(request, response), workflow);
+    return workflowPage(this.context(request, response), workflow, view === 'tree' ? 'tree' : 'graph');
   }
 
   @Get('health')

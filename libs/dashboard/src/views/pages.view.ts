@@ -1,5 +1,5 @@
 import { FINISHED_STATES, JOB_STATES } from '@stampeded/nestjs/internal';
-import type { Workflow, WorkflowSummary } from '@stampeded/nestjs';
+import type { WorkflowSummary } from '@stampeded/nestjs';
 import { ACTION_STATES } from '../inspector/job-actions.js';
 import type { JobPage } from '../inspector/job-inspector.js';
 import type { QueueSummary, ThroughputBucket } from '../inspector/queue-inspector.js';
@@ -8,7 +8,7 @@ import { jobLogView } from './job-log.view.js';
 import { noResultText } from './job-result.view.js';
 import { jobTimeView } from './time.view.js';
 import { SEARCH_FIELDS, jobSearchForm, searchDescription } from './job-search.view.js';
-import { workflowCountsText, workflowTree } from '../inspector/workflow-tree.js';
+import { workflowCountsText } from '../inspector/workflow-tree.js';
 import { esc, query, show, table } from './html.js';
 import { encryptedTag, jsonView, storedView } from './stored-json.view.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
@@ -23,7 +23,7 @@ export const shortId = (id: unknown) => {
   return text.length > 13 ? `…${text.slice(-12)}` : text;
 };
 
-const jobLink = (ctx: PageContext, id: unknown, queue: unknown) =>
+export const jobLink = (ctx: PageContext, id: unknown, queue: unknown) =>
   `<a href="${esc(`${ctx.base}/jobs/${id}${query({ queue })}`)}" title="${esc(id)}"><code>${esc(shortId(id))}</code></a>`;
 
 /** States in which a job's last error is why it is where it is; in any other state the error is history. */
@@ -314,29 +314,4 @@ export function workflowsPage(ctx: PageContext, workflows: WorkflowSummary[]): s
     show(w.insertedAt),
   ]);
   return layout(ctx, '/workflows', 'Workflows', table(['name', 'id', 'kind', 'jobs', 'state', 'jobs by state', 'enqueued'], rows, 'no workflows'));
-}
-
-/** One workflow as an indented tree: each job above the jobs it waits for (workflowTree()). */
-export function workflowPage(ctx: PageContext, workflow: Workflow): string {
-  const back = `${ctx.base}/workflows/${workflow.id}`;
-  const rows = workflowTree(workflow.jobs).map((line) => {
-    const job = line.job;
-    const indent = '&nbsp;&nbsp;&nbsp;&nbsp;'.repeat(line.depth) + (line.depth ? '&#8627; ' : '');
-    const notes = [line.ignoreFailure ? 'runs even if this fails' : '', line.repeat ? 'shown above' : ''].filter(Boolean).join('; ');
-    return [
-      `<span class="tree">${indent}${esc(job.name)}</span>${notes ? ` <span class="dim">(${esc(notes)})</span>` : ''}`,
-      `<span class="tag ${esc(job.state)}">${esc(job.state)}</span>`,
-      esc(job.task ?? '-'),
-      job.state === 'removed' ? `<code>${esc(shortId(job.id))}</code>` : jobLink(ctx, job.id, job.queue),
-      job.lastError ? `<span class="dim">${esc(job.lastError)}</span>` : '',
-    ];
-  });
-  const cancel = workflow.state === 'running' ? actionButton(ctx, `/actions/workflows/${workflow.id}/cancel`, 'Cancel every unfinished job', back) : '';
-  const head = `<p><code>${esc(workflow.id)}</code> · ${esc(workflow.kind)} · <span class="tag">${esc(workflow.state)}</span> · ${esc(workflowCountsText(workflow.counts))} ${cancel}</p>`;
-  return layout(
-    ctx,
-    '/workflows',
-    `Workflow ${workflow.name}`,
-    head + table(['job (above what it waits for)', 'state', 'task', 'id', 'last error'], rows, 'no jobs'),
-  );
 }
