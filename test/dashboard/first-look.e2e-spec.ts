@@ -91,7 +91,8 @@ describeInChromium('the dashboard at a first look', () => {
     // sends them as the session goes idle, at most every half second, so the
     // wait below keeps this session busy.
     await sql.query(`DO $$ BEGIN IF to_regproc('pg_stat_force_next_flush') IS NOT NULL THEN PERFORM pg_stat_force_next_flush(); END IF; END $$`);
-    const rowOf = (relname: string) => page.locator('h2:text-is("Vacuum") + table tbody tr', { has: page.locator(`td:first-child:text-is("${relname}")`) });
+    const rowOf = (relname: string) =>
+      page.locator('h2:text-is("Vacuum") + .scroll table tbody tr', { has: page.locator(`td:first-child:text-is("${relname}")`) });
     await waitFor(async () => {
       await sql.query('SELECT 1');
       await page.goto(`${base}/stampeded/health`);

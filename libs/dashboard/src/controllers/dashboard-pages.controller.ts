@@ -25,7 +25,7 @@ import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.i
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
 import { jobListQuery } from '../inspector/job-inspector.js';
 import type { BulkFilters } from '../inspector/job-actions.js';
-import { LIVE_SCRIPT_SOURCE, type PageContext } from '../views/layout.view.js';
+import { PAGE_SCRIPT_SOURCES, type PageContext } from '../views/layout.view.js';
 import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowsPage } from '../views/pages.view.js';
 import { workflowPage } from '../views/workflow.view.js';
 import { healthPage } from '../views/health.view.js';
@@ -46,7 +46,7 @@ const HtmlPage = () =>
     Header('Cache-Control', 'no-store'),
     Header(
       'Content-Security-Policy',
-      `default-src 'none'; script-src ${LIVE_SCRIPT_SOURCE}; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+      `default-src 'none'; script-src ${PAGE_SCRIPT_SOURCES}; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
     ),
     Header('X-Frame-Options', 'DENY'),
     Header('Referrer-Policy', 'same-origin'),

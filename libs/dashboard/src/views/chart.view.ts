@@ -13,7 +13,7 @@ export function throughputChart(buckets: ThroughputBucket[], width = 720, height
       const h = scale(b.finished);
       const y = height - pad / 2 - h;
       const bar = b.finished
-        ? `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="#3a7bd5"/>`
+        ? `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, barWidth - 1).toFixed(1)}" height="${h.toFixed(1)}" class="bar"/>`
         : '';
       const label = `${new Date(b.at * 1000).toISOString().slice(11, 16)} UTC: ${b.finished} finished`;
       return `<g><title>${esc(label)}</title>${bar}</g>`;
@@ -21,6 +21,6 @@ export function throughputChart(buckets: ThroughputBucket[], width = 720, height
     .join('');
   const total = buckets.reduce((n, b) => n + b.finished, 0);
   return `<svg class="chart" role="img" aria-label="${total} jobs finished in the last hour" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">
-<text x="2" y="12" font-size="10" fill="#5b6475">${max}/min</text>
-<line x1="${pad}" y1="${height - pad / 2}" x2="${width}" y2="${height - pad / 2}" stroke="#c5cad3"/>${bars}</svg>`;
+<text x="2" y="12" font-size="10">${max}/min</text>
+<line x1="${pad}" y1="${height - pad / 2}" x2="${width}" y2="${height - pad / 2}" class="axis"/>${bars}</svg>`;
 }

@@ -12,5 +12,5 @@ export function jobLogView(logs: JobLogs | undefined): string {
     ? `<p class="dim">${esc(`${logs.dropped.toLocaleString('en')} older line${logs.dropped === 1 ? '' : 's'} dropped: the task keeps the newest (its logs.maxLines).`)}</p>`
     : '';
   const lines = logs.lines.map((l) => `<span class="dim">${esc(l.at)} #${esc(l.attempt)}</span> ${esc(l.message)}`);
-  return `${dropped}<pre class="log">${lines.join('\n')}</pre>`;
+  return `${dropped}<pre class="log" tabindex="0">${lines.join('\n')}</pre>`;
 }

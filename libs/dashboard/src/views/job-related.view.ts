@@ -1,5 +1,5 @@
 import type { JobRef, RelatedJobs } from '../inspector/related-jobs.js';
-import { esc, query } from './html.js';
+import { esc, factsTable, query } from './html.js';
 import type { PageContext } from './layout.view.js';
 
 const link = (ctx: PageContext, ref: JobRef) => {
@@ -50,7 +50,5 @@ export function relatedSection(ctx: PageContext, related: RelatedJobs): string {
     ]);
   }
   if (!rows.length) return '';
-  return `<section aria-labelledby="related-heading"><h2 id="related-heading">Related jobs</h2><table class="related">${rows
-    .map(([k, v]) => `<tr><th scope="row">${esc(k)}</th><td>${v}</td></tr>`)
-    .join('')}</table></section>`;
+  return `<section aria-labelledby="related-heading"><h2 id="related-heading">Related jobs</h2>${factsTable(rows, 'related')}</section>`;
 }

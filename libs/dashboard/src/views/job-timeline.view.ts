@@ -2,16 +2,6 @@ import type { AttemptOutcome, AttemptSpan, AttemptTimeline } from '../inspector/
 import { esc, show, table } from './html.js';
 import { durationText, timeView } from './time.view.js';
 
-const COLOURS: Record<AttemptOutcome, string> = {
-  running: '#3a7bd5',
-  completed: '#1e7a3b',
-  failed: '#b3261e',
-  interrupted: '#c77700',
-  deferred: '#8a93a3',
-  cancelled: '#5b6475',
-  discarded: '#b3261e',
-};
-
 const OUTCOME_WORDS: Record<AttemptOutcome, string> = {
   running: 'running',
   completed: 'completed',
@@ -44,17 +34,16 @@ function timelineSvg(t: AttemptTimeline, width = 720, height = 64): string {
       const start = s.startedAt ? x(s.startedAt) : end;
       const w = Math.max(2, end - start);
       const label = `attempt ${s.attempt}: ${OUTCOME_WORDS[s.outcome]}${s.durationMs !== null ? `, ran ${durationText(s.durationMs)}` : ''}${s.error ? `: ${firstLine(s.error)}` : ''}`;
-      return `<g><title>${esc(label)}</title><rect x="${Math.min(start, width - pad - 2).toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="20" fill="${COLOURS[s.outcome]}"/></g>`;
+      return `<g><title>${esc(label)}</title><rect x="${Math.min(start, width - pad - 2).toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="20" class="span state-${s.outcome}"/></g>`;
     })
     .join('');
   const due = t.dueAt && t.dueAt.getTime() >= from && t.dueAt.getTime() <= t.until.getTime() ? x(t.dueAt) : null;
-  const dueMark =
-    due !== null ? `<line x1="${due.toFixed(1)}" y1="${y - 6}" x2="${due.toFixed(1)}" y2="${y + 26}" stroke="#3a7bd5" stroke-dasharray="3 2"/>` : '';
+  const dueMark = due !== null ? `<line x1="${due.toFixed(1)}" y1="${y - 6}" x2="${due.toFixed(1)}" y2="${y + 26}" class="due" stroke-dasharray="3 2"/>` : '';
   const summary = `${t.spans.length} attempt${t.spans.length === 1 ? '' : 's'} over ${durationText(t.until.getTime() - from)} since the job was enqueued`;
   return `<svg class="chart timeline" role="img" aria-label="${esc(summary)}" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">
-<line x1="${pad}" y1="${y + 10}" x2="${width - pad}" y2="${y + 10}" stroke="#c5cad3" stroke-width="2"/>${bars}${dueMark}
-<text x="${pad}" y="${height - 8}" font-size="10" fill="#5b6475">enqueued</text>
-<text x="${width - pad}" y="${height - 8}" font-size="10" fill="#5b6475" text-anchor="end">${esc(durationText(t.until.getTime() - from))} later${t.state === 'executing' || t.state === 'claimed' || !t.spans.length ? ' (now)' : ''}</text></svg>`;
+<line x1="${pad}" y1="${y + 10}" x2="${width - pad}" y2="${y + 10}" class="axis" stroke-width="2"/>${bars}${dueMark}
+<text x="${pad}" y="${height - 8}" font-size="10">enqueued</text>
+<text x="${width - pad}" y="${height - 8}" font-size="10" text-anchor="end">${esc(durationText(t.until.getTime() - from))} later${t.state === 'executing' || t.state === 'claimed' || !t.spans.length ? ' (now)' : ''}</text></svg>`;
 }
 
 /** How long the job waited before a span: since the previous one ended, or since its enqueue. */
@@ -73,7 +62,7 @@ function spanRow(t: AttemptTimeline, s: AttemptSpan, i: number): string[] {
     shortWorker(s.worker),
     timeView(s.startedAt),
     s.durationMs === null ? show(null) : esc(durationText(s.durationMs)),
-    `<span class="outcome" style="border-left:4px solid ${COLOURS[s.outcome]};padding-left:4px">${esc(OUTCOME_WORDS[s.outcome])}</span>${s.kind && s.kind !== 'raised' ? ` <span class="dim">(${esc(s.kind)})</span>` : ''}`,
+    `<span class="outcome state-${s.outcome}">${esc(OUTCOME_WORDS[s.outcome])}</span>${s.kind && s.kind !== 'raised' ? ` <span class="dim">(${esc(s.kind)})</span>` : ''}`,
     s.error ? `<span title="${esc(s.error)}">${esc(firstLine(s.error))}</span>` : show(null),
   ];
 }

@@ -9,7 +9,7 @@ import { noResultText } from './job-result.view.js';
 import { jobTimeView } from './time.view.js';
 import { SEARCH_FIELDS, jobSearchForm, searchDescription } from './job-search.view.js';
 import { workflowCountsText } from '../inspector/workflow-tree.js';
-import { esc, query, show, table } from './html.js';
+import { esc, factsTable, query, show, table } from './html.js';
 import { encryptedTag, jsonView, storedView } from './stored-json.view.js';
 import { actionButton, layout, type PageContext } from './layout.view.js';
 
@@ -59,7 +59,9 @@ export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput:
   const body = `<h2>Finished per minute, last hour</h2>${throughputChart(throughput)}
 <h2>Queues</h2>${table(['Queue', ...JOB_STATES, 'head wait', 'verdict', ''], rows, 'no queues yet')}
 <p class="dim">Counts come from the trigger-maintained counters. "Head wait" is how long the next job in claim order has been due.</p>`;
-  return layout(ctx, '', 'Queues', body);
+  // What the live refresh announces when it changes: the queues held, not every count.
+  const held = queues.filter((q) => q.paused || q.verdict === 'hold').map((q) => q.queue);
+  return layout(ctx, '', 'Queues', body, held.length ? `On hold: ${held.join(', ')}` : 'No queue on hold');
 }
 
 export function jobsPage(ctx: PageContext, filters: Record<string, string | undefined>, page: JobPage): string {
@@ -193,7 +195,7 @@ export function jobPage(ctx: PageContext, job: Record<string, any>, history = ''
   const errors = (job.errors ?? []) as Record<string, unknown>[];
   const result = job.result != null ? storedView(job.result) : `<p class="dim">${esc(noResultText(job.state))}</p>`;
   const body = `<p>${actions}</p>
-<table>${facts.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join('')}</table>
+${factsTable(facts)}
 ${history}
 <h2>Result</h2>${result}
 <h2>Log</h2>${jobLogView(job.logs)}
@@ -209,7 +211,7 @@ ${lastErrorView(job)}
   // A job still on its way (waiting, running: its progress moves) keeps its
   // page live; a finished one's page stays as it is.
   const live = !FINISHED_STATES.has(job.state);
-  return layout({ ...ctx, refreshSeconds: live ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body);
+  return layout({ ...ctx, refreshSeconds: live ? ctx.refreshSeconds : 0 }, '/jobs', `Job ${job.id}`, body, `The job is ${job.state}`);
 }
 
 /**
@@ -220,8 +222,8 @@ ${lastErrorView(job)}
 function lastErrorView(job: Record<string, any>): string {
   if (!job.last_error) return '';
   return FAILING.has(job.state)
-    ? `<h2>Last error</h2><pre class="error">${esc(job.last_error)}</pre>`
-    : `<h2>Last error <span class="dim">(an earlier attempt's; the job is ${esc(job.state)} now)</span></h2><pre>${esc(job.last_error)}</pre>`;
+    ? `<h2>Last error</h2><pre class="error" tabindex="0">${esc(job.last_error)}</pre>`
+    : `<h2>Last error <span class="dim">(an earlier attempt's; the job is ${esc(job.state)} now)</span></h2><pre tabindex="0">${esc(job.last_error)}</pre>`;
 }
 
 /**

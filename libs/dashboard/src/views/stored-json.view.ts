@@ -27,9 +27,9 @@ const FOLD_LINES = 40;
 export function jsonView(value: unknown): string {
   const text = JSON.stringify(value, null, 2) ?? 'null';
   const lines = text.split('\n').length;
-  if (lines <= FOLD_LINES) return `<pre>${esc(text)}</pre>`;
+  if (lines <= FOLD_LINES) return `<pre tabindex="0">${esc(text)}</pre>`;
   const size = Buffer.byteLength(text) >= 1024 ? `${(Buffer.byteLength(text) / 1024).toFixed(1)} KiB` : `${Buffer.byteLength(text)} bytes`;
   const count = Array.isArray(value) ? value.length : Object.keys(value as object).length;
   const kind = `${Array.isArray(value) ? 'an array of' : 'an object of'} ${count} ${Array.isArray(value) ? 'item' : 'key'}${count === 1 ? '' : 's'}`;
-  return `<details class="json"><summary>${esc(`${kind}, ${lines} lines, ${size}: show`)}</summary><pre>${esc(text)}</pre></details>`;
+  return `<details class="json"><summary>${esc(`${kind}, ${lines} lines, ${size}: show`)}</summary><pre tabindex="0">${esc(text)}</pre></details>`;
 }
