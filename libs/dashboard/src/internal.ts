@@ -7,3 +7,4 @@ export { DEAD_LETTER_COPY, DEDUP_TWINS, NEIGHBOUR_SCAN, ORDERING_NEIGHBOURS, WOR
 export { QUEUE_COUNTS, QUEUE_STATE } from './sql/queues.sql.js';
 export { RUNNING_JOBS, WORKERS } from './sql/workers.sql.js';
 export { SCHEDULES } from './sql/schedules.sql.js';
+export { DashboardPagesController } from './controllers/dashboard-pages.controller.js';
