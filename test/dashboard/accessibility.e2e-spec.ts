@@ -96,7 +96,7 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
     workers: ['/workers'],
     schedules: ['/schedules'],
     workflows: ['/workflows'],
-    'workflows/:id': [`/workflows/${ids.workflow}`],
+    'workflows/:id': [`/workflows/${ids.workflow}`, `/workflows/${ids.workflow}?view=tree`],
     health: ['/health'],
   });
 
@@ -141,6 +141,9 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
           expect(response?.status()).toBe(200);
           expect(await page.evaluate(() => document.documentElement.dataset.theme ?? '')).toBe('');
           for (const v of await axe(page)) found.push(`${path}: ${v}`);
+          // Colours come from the theme's custom properties, so that both themes stay whole.
+          const painted = await page.evaluate(() => document.body.innerHTML.match(/(fill|stroke|color|background)(="|:\s*)#[0-9a-f]{3,8}/gi));
+          if (painted) found.push(`${path}: colours outside the theme: ${painted.slice(0, 3).join(', ')}`);
           if ((await page.locator('h1').count()) !== 1) found.push(`${path}: ${await page.locator('h1').count()} h1 elements`);
           if (variant.width < 400) {
             const overflow = await page.evaluate(() => {

@@ -65,7 +65,7 @@ describeInChromium('a workflow as a graph in the dashboard', () => {
         state: g.getAttribute('data-state'),
         cancelledBy: g.getAttribute('data-cancelled-by'),
         href: g.closest('a')?.getAttribute('href') ?? null,
-        fill: g.querySelector('rect')!.getAttribute('fill'),
+        fill: getComputedStyle(g.querySelector('rect')!).fill,
       })),
     );
     expect(nodes.map((n) => [n.name, n.state]).sort()).toEqual(Object.entries(expected).sort());

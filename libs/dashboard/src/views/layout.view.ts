@@ -57,6 +57,10 @@ input,select,button,textarea{font:inherit}
 .chart{background:var(--surface);border:1px solid var(--border);max-width:100%;height:auto}
 .chart text{fill:var(--muted)}.chart .axis{stroke:var(--axis)}.chart .bar{fill:var(--chart)}.chart .due{stroke:var(--chart)}.chart .span{fill:var(--state)}
 .outcome{border-left:4px solid var(--state);padding-left:4px}
+.graph-box{overflow:auto;background:var(--surface);border:1px solid var(--border)}
+.workflow-graph .node rect{fill:var(--state-fill);stroke:var(--state)}.workflow-graph text{fill:var(--text)}.workflow-graph text.note{fill:var(--muted)}.workflow-graph text.blocked{fill:var(--bad)}
+.workflow-graph .edge{stroke:var(--line)}.workflow-graph .edge.cancelled-by{stroke:var(--state-discarded)}#wf-arrow-grey path{fill:var(--line)}#wf-arrow-red path{fill:var(--state-discarded)}
+.swatch{display:inline-block;width:11px;height:11px;vertical-align:-1px;border:1.5px solid var(--state);background:var(--state-fill);border-radius:2px}
 .tag{display:inline-block;padding:0 6px;border-radius:8px;background:var(--tag-bg);color:var(--text);font-size:12px}
 .tag.hold{background:var(--hold-bg);color:var(--hold-text)}.tag.encrypted{background:var(--encrypted-bg);color:var(--encrypted-text)}.tag.rush{background:var(--rush-bg);color:var(--rush-text)}
 progress{width:160px;max-width:40vw;vertical-align:middle;margin-right:6px}

@@ -33,33 +33,43 @@ const PALETTE = {
   'rush-text': ['#5c4500', '#ffe08a'],
   chart: ['#3a6fc4', '#6ea2ff'],
   axis: ['#c5cad3', '#4a5163'],
+  line: ['#8a93a3', '#7d8696'],
 } as const satisfies Record<string, readonly [light: string, dark: string]>;
 
 /**
- * The colour of each job state and attempt outcome, the one place they are
- * named: tags, the attempt timeline and any drawing of jobs take theirs
- * from here (class `state-<name>` sets `--state` for its element). A state
- * is never told by colour alone: its name is written beside it.
+ * The colours of each job state and attempt outcome, the one place they are
+ * named: a stroke that tells the states apart (tags' dots, the attempt
+ * timeline's bars, a graph's borders) and a fill light (or, dark, deep)
+ * enough for the theme's text on it (a workflow graph's boxes). Keyed by
+ * the core's JobState, so a state the core adds fails to compile here until
+ * it has colours; `removed` is a workflow job whose row is gone. Class
+ * `state-<name>` gives an element `--state` and `--state-fill`. A state is
+ * never told by colour alone: its name is written beside it.
  */
-export const STATE_COLOURS: Record<JobState | AttemptOutcome, readonly [light: string, dark: string]> = {
-  pending: ['#6b7280', '#9aa3b2'],
-  available: ['#2f6fdb', '#6ea2ff'],
-  claimed: ['#6a4fc9', '#a893ff'],
-  executing: ['#2f6fdb', '#6ea2ff'],
-  running: ['#2f6fdb', '#6ea2ff'],
-  retryable: ['#b26a00', '#f0a742'],
-  interrupted: ['#b26a00', '#f0a742'],
-  deferred: ['#8a93a3', '#7d8696'],
-  completed: ['#1e7a3b', '#4cc47a'],
-  failed: ['#b3261e', '#ff8a80'],
-  discarded: ['#b3261e', '#ff8a80'],
-  cancelled: ['#5b6475', '#a3acba'],
+type Pair = readonly [light: string, dark: string];
+export const STATE_COLOURS: Record<JobState | AttemptOutcome | 'removed', { stroke: Pair; fill: Pair }> = {
+  pending: { stroke: ['#8a93a3', '#8d96a6'], fill: ['#eef0f4', '#262b36'] },
+  available: { stroke: ['#3a7bd5', '#6ea2ff'], fill: ['#e3ecfb', '#1c2d4d'] },
+  claimed: { stroke: ['#2a66c4', '#7fb0ff'], fill: ['#d6e4fa', '#1f3052'] },
+  executing: { stroke: ['#1f4f9c', '#93bcff'], fill: ['#c9dbf8', '#223660'] },
+  running: { stroke: ['#1f4f9c', '#93bcff'], fill: ['#c9dbf8', '#223660'] },
+  retryable: { stroke: ['#c77700', '#f0a742'], fill: ['#fff1cc', '#3d2f0f'] },
+  interrupted: { stroke: ['#c77700', '#f0a742'], fill: ['#fff1cc', '#3d2f0f'] },
+  deferred: { stroke: ['#8a93a3', '#8d96a6'], fill: ['#eef0f4', '#262b36'] },
+  completed: { stroke: ['#1e7a3b', '#4cc47a'], fill: ['#e3f1e6', '#173322'] },
+  failed: { stroke: ['#b3261e', '#ff8a80'], fill: ['#fde2e0', '#43201d'] },
+  discarded: { stroke: ['#b3261e', '#ff8a80'], fill: ['#fde2e0', '#43201d'] },
+  cancelled: { stroke: ['#5b6475', '#a3acba'], fill: ['#ececec', '#2a2d33'] },
+  removed: { stroke: ['#c5cad3', '#4a5163'], fill: ['#f6f7f9', '#1b1f29'] },
 };
+
+/** The class that colours an element as `state` is; a state this map does not know (a newer core's, read by an older dashboard) draws as `removed`, neutral, rather than failing. */
+export const stateClass = (state: string) => `state-${Object.hasOwn(STATE_COLOURS, state) ? state : 'removed'}`;
 
 const variables = (theme: 0 | 1) =>
   [
     ...Object.entries(PALETTE).map(([name, colours]) => `--${name}:${colours[theme]}`),
-    ...Object.entries(STATE_COLOURS).map(([name, colours]) => `--state-${name}:${colours[theme]}`),
+    ...Object.entries(STATE_COLOURS).map(([name, colours]) => `--state-${name}:${colours.stroke[theme]};--state-${name}-fill:${colours.fill[theme]}`),
     `color-scheme:${theme ? 'dark' : 'light'}`,
   ].join(';');
 
@@ -72,7 +82,7 @@ export const THEME_CSS = `:root{${variables(0)}}
 @media (prefers-color-scheme: dark){:root:not([data-theme=light]){${variables(1)}}}
 :root[data-theme=dark]{${variables(1)}}
 ${Object.keys(STATE_COLOURS)
-  .map((s) => `.state-${s},.tag.${s}{--state:var(--state-${s})}`)
+  .map((s) => `.state-${s},.tag.${s}{--state:var(--state-${s});--state-fill:var(--state-${s}-fill)}`)
   .join('\n')}
 ${Object.keys(STATE_COLOURS)
   .map((s) => `.tag.${s}::before`)

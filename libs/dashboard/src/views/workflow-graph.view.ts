@@ -1,7 +1,7 @@
 import type { WorkflowJobState } from '@stampeded/nestjs';
 import { layoutWorkflow } from '../inspector/workflow-layout.js';
 import { esc, query } from './html.js';
-import { STATE_COLOURS, stateColour } from './state-colours.js';
+import { STATE_COLOURS, stateClass } from './theme.view.js';
 
 /**
  * Past these a graph is a wall of boxes and lines no one reads (and its
@@ -62,9 +62,8 @@ export function workflowGraph(base: string, jobs: readonly WorkflowJobState[]): 
       const cancelling = cancelledBy(byName.get(to)!, byName).includes(from);
       const kind = cancelling ? 'cancelled-by' : ignore ? 'ignore-failure' : 'waits-for';
       const [x1, y1, x2, y2] = [a.x + NODE_W, a.y + NODE_H / 2, b.x - 4, b.y + NODE_H / 2];
-      const stroke = cancelling ? STATE_COLOURS.discarded.stroke : '#8a93a3';
       const words = cancelling ? `${from} failing cancelled ${to}` : ignore ? `${to} runs even if ${from} fails` : `${to} waits for ${from}`;
-      return `<path class="edge ${kind}" data-from="${esc(from)}" data-to="${esc(to)}" d="${edgePath(x1, y1, x2, y2, b.y)}" fill="none" stroke="${stroke}" stroke-width="${cancelling ? 2 : 1.4}"${ignore ? ' stroke-dasharray="5 4"' : ''} marker-end="url(#wf-arrow-${cancelling ? 'red' : 'grey'})"><title>${esc(words)}</title></path>`;
+      return `<path class="edge ${kind}" data-from="${esc(from)}" data-to="${esc(to)}" d="${edgePath(x1, y1, x2, y2, b.y)}" fill="none" stroke-width="${cancelling ? 2 : 1.4}"${ignore ? ' stroke-dasharray="5 4"' : ''} marker-end="url(#wf-arrow-${cancelling ? 'red' : 'grey'})"><title>${esc(words)}</title></path>`;
     })
     .join('');
 
@@ -72,31 +71,30 @@ export function workflowGraph(base: string, jobs: readonly WorkflowJobState[]): 
     .map(({ name }) => {
       const job = byName.get(name)!;
       const { x, y } = at.get(name)!;
-      const colour = stateColour(job.state);
       const blockers = cancelledBy(job, byName);
       const note = blockers.length ? `cancelled: ${blockers.join(', ')} ${byName.get(blockers[0])!.state}` : job.state;
       const label = `${name}: ${note}${job.task ? `, task ${job.task}` : ''}`;
       const shown = name.length > NAME_CHARS ? `${name.slice(0, NAME_CHARS - 1)}…` : name;
       const box = `<g class="node" data-name="${esc(name)}" data-state="${esc(job.state)}"${blockers.length ? ` data-cancelled-by="${esc(blockers.join(' '))}"` : ''}>
 <title>${esc(label)}${job.lastError ? `\n${esc(job.lastError)}` : ''}</title>
-<rect x="${x}" y="${y}" width="${NODE_W}" height="${NODE_H}" rx="5" fill="${colour.fill}" stroke="${colour.stroke}" stroke-width="${job.state === 'discarded' ? 2.5 : 1.5}"${job.state === 'removed' ? ' stroke-dasharray="4 3"' : ''}/>
-<text x="${x + 8}" y="${y + 16}" font-size="12" font-weight="600" fill="#1d2330">${esc(shown)}</text>
-<text x="${x + 8}" y="${y + 31}" font-size="11" fill="${blockers.length ? STATE_COLOURS.discarded.stroke : '#3d4657'}">${esc(note.length > 30 ? `${note.slice(0, 29)}…` : note)}</text></g>`;
+<rect class="${stateClass(job.state)}" x="${x}" y="${y}" width="${NODE_W}" height="${NODE_H}" rx="5" stroke-width="${job.state === 'discarded' ? 2.5 : 1.5}"${job.state === 'removed' ? ' stroke-dasharray="4 3"' : ''}/>
+<text x="${x + 8}" y="${y + 16}" font-size="12" font-weight="600">${esc(shown)}</text>
+<text x="${x + 8}" y="${y + 31}" font-size="11" class="${blockers.length ? 'note blocked' : 'note'}">${esc(note.length > 30 ? `${note.slice(0, 29)}…` : note)}</text></g>`;
       // A removed job's row is gone: there is no page to link to.
       return job.state === 'removed' ? box : `<a href="${esc(`${base}/jobs/${job.id}${query({ queue: job.queue })}`)}" aria-label="${esc(label)}">${box}</a>`;
     })
     .join('\n');
 
-  const arrow = (id: string, colour: string) =>
-    `<marker id="${id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" fill="${colour}"/></marker>`;
+  const arrow = (id: string) =>
+    `<marker id="${id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z"/></marker>`;
   const failed = jobs.filter((j) => j.state === 'discarded').length;
   const cancelled = jobs.filter((j) => cancelledBy(j, byName).length).length;
   const summary = `${jobs.length} jobs in ${layout.layers.length} columns by dependency${failed ? `; ${failed} discarded` : ''}${cancelled ? `, ${cancelled} cancelled by a dependency's failure` : ''}`;
   const svg = `<svg class="workflow-graph" role="group" aria-label="${esc(summary)}" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">
-<defs>${arrow('wf-arrow-grey', '#8a93a3')}${arrow('wf-arrow-red', STATE_COLOURS.discarded.stroke)}</defs>
+<defs>${arrow('wf-arrow-grey')}${arrow('wf-arrow-red')}</defs>
 ${edges}
 ${nodes}</svg>`;
-  return `<div class="graph-box" style="overflow:auto;background:#fff;border:1px solid #e3e6eb">${svg}</div>${legend(jobs)}`;
+  return `<div class="graph-box">${svg}</div>${legend(jobs)}`;
 }
 
 /**
@@ -119,9 +117,6 @@ function edgePath(x1: number, y1: number, x2: number, y2: number, targetTop: num
 
 function legend(jobs: readonly WorkflowJobState[]): string {
   const present = Object.keys(STATE_COLOURS).filter((s) => jobs.some((j) => j.state === s));
-  const swatch = (state: string) => {
-    const c = stateColour(state);
-    return `<span style="display:inline-block;width:11px;height:11px;vertical-align:-1px;border:1.5px solid ${c.stroke};background:${c.fill};border-radius:2px"></span> ${esc(state)}`;
-  };
+  const swatch = (state: string) => `<span class="swatch ${stateClass(state)}"></span> ${esc(state)}`;
   return `<p class="dim legend">${present.map(swatch).join(' &nbsp; ')} &nbsp;·&nbsp; an arrow runs from a job to the jobs waiting for it; dashed: runs even if it fails; red: its failure cancelled the job it points to. Each box links to its job's page.</p>`;
 }
