@@ -7,7 +7,8 @@ import { bootApp, sqlClient, testDatabase } from '../support/test-app.js';
 import { jobSql } from '../support/job-sql.js';
 
 // Dedup modes replace and extend (docs/enqueue.md, "Debounce"): a duplicate
-// changes the waiting job of its scope, never a claimed one.
+// changes the waiting job of its scope, never a claimed one (the requests
+// that wait behind a claimed one: debounce-follow-up.e2e-spec.ts).
 describe('enqueue with a debouncing dedup', () => {
   let db: TestDatabase;
   let app: INestApplicationContext;
@@ -90,7 +91,7 @@ describe('enqueue with a debouncing dedup', () => {
     expect(await runAt()).toBe(before);
   });
 
-  it('never changes a claimed job: the request is dropped with replaced false, and the scope is free once the job finishes', async () => {
+  it('never changes a claimed job: the requests wait behind it as one follow-up, which takes the scope once the job finishes', async () => {
     const dedup = { scope: 'running', mode: 'extend', delayMs: 0 } as const;
     const first = await queue.enqueue('reindex', { n: 1 }, { queue: 'debounce-claim', dedup });
     const worker = await jobs.worker();
@@ -103,15 +104,15 @@ describe('enqueue with a debouncing dedup', () => {
     const [inBatch] = await queue.enqueueMany([
       { task: 'reindex', args: { n: 3 }, options: { queue: 'debounce-claim', dedup: { scope: 'running', mode: 'replace' } } },
     ]);
-    expect(during).toEqual({ id: first.id, deduplicated: true, replaced: false });
-    expect(inBatch).toEqual({ id: first.id, deduplicated: true, replaced: false });
+    expect(during).toEqual({ id: during.id, deduplicated: true, replaced: true, runsAfter: first.id });
+    expect(inBatch).toEqual({ id: during.id, deduplicated: true, replaced: true, runsAfter: first.id });
     expect(await held()).toEqual(before);
     expect(before).toMatchObject([{ args: { n: 1 }, state: 'executing' }]);
 
     expect(await jobs.completeMany(worker, claimed)).toEqual([first.id]);
     const next = await queue.enqueue('reindex', { n: 4 }, { queue: 'debounce-claim', dedup });
-    expect(next.deduplicated).toBe(false);
-    expect((await jobsOf('running')).map((r) => r.args)).toEqual([{ n: 4 }]);
+    expect(next).toEqual({ id: during.id, deduplicated: true, replaced: true });
+    expect((await jobsOf('running')).map((r) => [r.id, r.args, r.state])).toEqual([[during.id, { n: 4 }, 'available']]);
   });
 
   it('in enqueueMany: the newest of each scope counts, within the batch and against a waiting job', async () => {
@@ -189,7 +190,10 @@ describe('enqueue with a debouncing dedup', () => {
         ]);
         const rows = await jobsOf(scope);
         expect(rows).toHaveLength(1);
-        expect(new Set(results.map((r) => r.id))).toEqual(new Set([rows[0].id]));
+        // The requests that came after the claim wait behind the claimed job, as its one follow-up.
+        const behind = (await sql.query(`SELECT id::text FROM stampeded_jobs WHERE dedup_follows = $1`, [rows[0].id])).rows.map((r) => r.id);
+        expect(behind.length).toBeLessThanOrEqual(claimed.length);
+        expect(new Set(results.map((r) => r.id))).toEqual(new Set([rows[0].id, ...behind]));
         expect(results.filter((r) => !r.deduplicated)).toHaveLength(1);
         if (claimed.length) {
           expect(rows[0]).toMatchObject({ state: 'executing', args });

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 const MAIN = fileURLToPath(new URL('../fixtures/worker-process/main.mjs', import.meta.url));
 
 /** The task sets beside the fixture: test/fixtures/worker-process/<set>.tasks.mjs. */
-export type TaskSet = 'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs' | 'chunks';
+export type TaskSet =
+  'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs' | 'chunks' | 'debounce';
 
 export interface WorkerProcessConfig {
   url: string;

@@ -73,12 +73,23 @@ export interface EnqueueOptions extends JobOptions {
 
 export interface EnqueueResult {
   id: string;
-  /** True when a pending job with the same dedup scope existed: its id is returned and nothing was inserted. */
+  /**
+   * True when a job with the same dedup scope existed: with mode `keep` its
+   * id is returned and nothing was inserted; with `replace` or `extend` see
+   * `replaced` and `runsAfter`.
+   */
   deduplicated: boolean;
   /**
-   * With dedup mode `replace` or `extend`, on a duplicate: true when its args
-   * and meta replaced the waiting job's, false when that job had been claimed
-   * already and was left as it was (the request is dropped).
+   * With dedup mode `replace` or `extend`, on a duplicate: true, its args and
+   * meta are the ones the scope's next run takes (they replaced the waiting
+   * job's, or, see `runsAfter`, went to the job that runs after the running one).
    */
   replaced?: boolean;
+  /**
+   * With dedup mode `replace` or `extend`, when the scope's job was claimed or
+   * running: that job's id. The request waits behind it as the scope's one
+   * follow-up job, whose id is `id`: 'pending' until that job finishes, then
+   * due (docs/enqueue.md, "Debounce").
+   */
+  runsAfter?: string;
 }

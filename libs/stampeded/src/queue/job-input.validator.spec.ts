@@ -144,6 +144,11 @@ describe('buildJobRow: what it refuses, and how it says so', () => {
     );
   });
 
+  it("an ordering key beside a debouncing dedup mode, whose follow-up waits outside every key's order", () => {
+    expect(refusal(() => row({ orderingKey: 'k', dedup: { scope: 's', mode: 'replace' } }))).toMatch(/orderingKey cannot be set with dedup mode 'replace'/);
+    expect(row({ orderingKey: 'k', dedup: { scope: 's', mode: 'keep' } })).toMatchObject({ ordering_key: 'k' });
+  });
+
   it('a debouncing dedup mode on the row, and extend as its delay; keep as no mode at all', () => {
     expect(row({ dedup: { scope: 's', mode: 'keep' } }).debounce).toBeUndefined();
     expect(row({ dedup: { scope: 's', mode: 'replace' } })).toMatchObject({ debounce: { mode: 'replace', maxDelayMs: null }, delay_ms: null });

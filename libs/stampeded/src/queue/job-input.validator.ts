@@ -316,6 +316,14 @@ function debounceOf(where: string, options: EnqueueOptions): Debounce | undefine
       fail(where, option, `must be a finite number of milliseconds, 0 or more, got ${describe(value)}`);
     return value;
   };
+  // A follow-up waits behind its scope's running job outside every line of jobs; a key's order would make it wait twice.
+  if (mode !== 'keep' && options.orderingKey !== undefined) {
+    fail(
+      where,
+      'orderingKey',
+      `cannot be set with dedup mode '${mode}', whose scope already runs one job at a time with the newest request behind it; use mode 'keep' to keep a key's order`,
+    );
+  }
   if (mode !== 'extend') {
     if (delayMs !== undefined) fail(where, 'dedup.delayMs', `is only read with mode 'extend' (mode is '${mode}'); use the job's own delayMs`);
     if (maxDelayMs !== undefined) fail(where, 'dedup.maxDelayMs', `is only read with mode 'extend' (mode is '${mode}')`);

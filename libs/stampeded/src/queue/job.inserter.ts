@@ -15,7 +15,7 @@ import { UuidV7Source } from './uuidv7.js';
 /** A duplicate racing a concurrent insert of its twin is asked again, this many times. */
 const DEDUP_RACE_RETRIES = 5;
 
-type InsertAnswer = { ord: number; id: string | null; deduplicated: boolean; replaced?: boolean };
+type InsertAnswer = { ord: number; id: string | null; deduplicated: boolean; replaced?: boolean; runs_after?: string | null };
 
 /**
  * Inserts validated rows: chooses the statement (one job, a plain batch, a
@@ -92,10 +92,11 @@ export class JobInserter {
       // Ids drawn here as for the plain enqueue: a job inserted takes its row's, a duplicate its twin's.
       const answer = await run(statement, rowsToJson(rows, this.ids.many(pending.length), debounce ? rows.map(debounceMembers) : undefined));
       const unresolved: typeof pending = [];
-      for (const { ord, id, deduplicated, replaced } of answer) {
+      for (const { ord, id, deduplicated, replaced, runs_after } of answer) {
         const item = pending[ord - 1];
         if (id === null) unresolved.push(item);
-        else results[item.index] = debounce && deduplicated ? { id, deduplicated, replaced: replaced === true } : { id, deduplicated };
+        else if (!debounce || !deduplicated) results[item.index] = { id, deduplicated };
+        else results[item.index] = { id, deduplicated, replaced: replaced === true, ...(runs_after && { runsAfter: runs_after }) };
       }
       pending = unresolved;
     }

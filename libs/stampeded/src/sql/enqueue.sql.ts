@@ -269,25 +269,41 @@ const EXTENDED_AT = `CASE WHEN n.dedup_mode <> 'extend' THEN j.scheduled_at
 
 /**
  * ENQUEUE for jobs whose dedup mode is replace or extend (debounce), with
- * the same answer plus `replaced`. Per scope, the batch's newest request is
- * the one that counts: the twin of its scope, when it is waiting and claimed
- * by no one, takes its args and meta (this runtime's key of meta only: the
- * keys other runtimes wrote stay) and, with extend, its run time
- * (EXTENDED_AT). Without such a twin the newest request is inserted, under
- * the id of the scope's first row in the batch. The UPDATE is fenced on the
- * twin still waiting: one claimed meanwhile (PostgreSQL rechecks the WHERE
- * on the row it waited for) is left as it is, and so is one running: a
- * request whose twin was seen running answers `replaced: false`. A twin
- * inserted or claimed after this statement's snapshot answers a NULL id, and
- * the caller asks again, as for ENQUEUE.
+ * the same answer plus `replaced` and `runs_after`. Per scope, the batch's
+ * newest request is the one that counts, and goes to one of three places:
+ *
+ * - the scope's follow-up, when one waits behind the scope's job (migration
+ *   17): it takes the request's args and meta (this runtime's key of meta
+ *   only: the keys other runtimes wrote stay) and, with extend, its run time
+ *   (EXTENDED_AT, capped from the follow-up's own first request);
+ * - else the scope's job, when it is waiting and claimed by no one: the
+ *   same replacement;
+ * - else, the scope's job being claimed or running, a new follow-up behind
+ *   it: 'pending', outside the dedup index, holding the scope it takes when
+ *   that job finishes (functions/stampeded_release_follow_ups.sql). The job
+ *   is locked FOR SHARE first, so that its outcome, which releases its
+ *   follow-up, waits for this transaction's commit and then sees the
+ *   follow-up; a job that finished after this statement's snapshot is not
+ *   locked (PostgreSQL rechecks the WHERE on the newest row) and gets none.
+ *
+ * Without a job of the scope the request is inserted, under the id of the
+ * scope's first row in the batch, as is a new follow-up. Each update is
+ * fenced on its row still being what the snapshot saw (a follow-up still
+ * waiting behind its job, a job still waiting): one that changed meanwhile
+ * is left as it is. Whatever did not land -- a fenced update that found its
+ * row changed, a job that finished before it could be locked, an insert
+ * that lost a race on the dedup index or on the follow-up index -- answers
+ * a NULL id, and the caller asks again, as for ENQUEUE.
  */
 export const ENQUEUE_DEBOUNCE = sql(
   'stampeded_enqueue_debounce',
   (() => {
-    // The newest request's columns, under its scope's first id.
-    const inserted = insertedColumns((column) => (column === 'id' ? 'c.first_id' : `c.${column}`), true);
-    const columns = inserted.map((c) => c.column).join(', ');
-    const values = inserted.map((c) => c.value).join(', ');
+    // The newest request's columns, under its scope's first id: as the scope's job, or as its follow-up, which holds no scope yet.
+    const asJob = insertedColumns((column) => (column === 'id' ? 'c.first_id' : `c.${column}`), true);
+    const asFollowUp = insertedColumns((column) => (column === 'id' ? 'c.first_id' : column === 'dedup_scope' ? 'NULL' : `c.${column}`), true);
+    const columns = asJob.map((c) => c.column).join(', ');
+    const jobValues = asJob.map((c) => c.value).join(', ');
+    const followUpValues = asFollowUp.map((c) => c.value).join(', ');
     return `
 WITH input AS MATERIALIZED (
     SELECT r.*, ${DEDUP_KEY} AS dedup_key
@@ -302,43 +318,73 @@ newest AS MATERIALIZED (
       FROM input i JOIN scope s USING (queue, dedup_key)
      ORDER BY i.queue, i.dedup_key, i.ord DESC
 ),
+-- Per scope, its job and that job's follow-up, as this statement's snapshot sees them.
+twin AS MATERIALIZED (
+    SELECT n.*, h.id AS holder_id, h.waiting AS holder_waiting, f.id AS follow_up_id
+      FROM newest n
+      LEFT JOIN LATERAL (
+           SELECT j.id, (${REPLACEABLE}) AS waiting FROM stampeded_jobs j
+            WHERE j.queue = n.queue AND j.dedup_key = n.dedup_key
+            LIMIT 1) h ON true
+      LEFT JOIN LATERAL (
+           SELECT j.id FROM stampeded_jobs j
+            WHERE j.queue = n.queue AND j.dedup_follows = h.id AND j.state = 'pending'
+            LIMIT 1) f ON true
+),
 replaced AS (
     UPDATE stampeded_jobs j
        SET args = n.args,
            meta = (j.meta - '${RUNTIME_META_KEY}') || n.meta,
            scheduled_at = ${EXTENDED_AT}
-      FROM newest n
-     WHERE j.queue = n.queue AND j.dedup_key = n.dedup_key AND ${REPLACEABLE}
-    RETURNING j.id, n.queue, n.dedup_key
+      FROM twin n
+     WHERE j.queue = n.queue AND j.id = coalesce(n.follow_up_id, n.holder_id)
+       AND CASE WHEN n.follow_up_id IS NOT NULL THEN j.state = 'pending' AND j.dedup_follows = n.holder_id
+                ELSE n.holder_waiting AND j.dedup_key = n.dedup_key AND ${REPLACEABLE} END
+    RETURNING j.id, n.queue, n.dedup_key, j.dedup_follows
+),
+held AS (
+    SELECT j.queue, j.id
+      FROM stampeded_jobs j
+     WHERE j.queue = ANY (ARRAY(SELECT t.queue FROM twin t WHERE NOT t.holder_waiting AND t.follow_up_id IS NULL))
+       AND j.id    = ANY (ARRAY(SELECT t.holder_id FROM twin t WHERE NOT t.holder_waiting AND t.follow_up_id IS NULL))
+       AND j.dedup_key IS NOT NULL
+     ORDER BY j.queue, j.id
+       FOR SHARE
+),
+followed AS (
+    INSERT INTO stampeded_jobs (${columns}, state, dedup_follows, dedup_follow_scope)
+    SELECT ${followUpValues}, 'pending', h.id, c.dedup_scope
+      FROM twin c JOIN held h ON h.queue = c.queue AND h.id = c.holder_id
+     WHERE NOT c.holder_waiting AND c.follow_up_id IS NULL
+     ORDER BY c.first_ord
+    ON CONFLICT (queue, dedup_follows) WHERE dedup_follows IS NOT NULL DO NOTHING
+    RETURNING id, dedup_follows
 ),
 inserted AS (
-    INSERT INTO stampeded_jobs (${columns}, state)
-    SELECT ${values}, ${KEYED_STATE('c', 'c.nth > 1')}
-      FROM (SELECT n.*, row_number() OVER (PARTITION BY n.queue, n.ordering_key ORDER BY n.first_ord) AS nth
-              FROM newest n
-             WHERE NOT EXISTS (SELECT 1 FROM replaced p WHERE p.queue = n.queue AND p.dedup_key = n.dedup_key)) c
+    INSERT INTO stampeded_jobs (${columns})
+    SELECT ${jobValues}
+      FROM twin c
+     WHERE c.holder_id IS NULL
      ORDER BY c.first_ord
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING id
 ),
 outcome AS (
     SELECT s.queue, s.dedup_key, s.first_ord, s.first_id,
-           coalesce(w.id, p.id, running.id) AS id,
-           p.id IS NOT NULL AS replaced
+           coalesce(w.id, p.id, f.id) AS id,
+           p.id IS NOT NULL OR f.id IS NOT NULL AS replaced,
+           coalesce(p.dedup_follows, f.dedup_follows) AS runs_after
       FROM scope s
       LEFT JOIN inserted w ON w.id = s.first_id
+      LEFT JOIN followed f ON f.id = s.first_id
       LEFT JOIN replaced p ON p.queue = s.queue AND p.dedup_key = s.dedup_key
-      LEFT JOIN LATERAL (
-           SELECT j.id FROM stampeded_jobs j
-            WHERE w.id IS NULL AND p.id IS NULL
-              AND j.queue = s.queue AND j.dedup_key = s.dedup_key AND NOT (${REPLACEABLE})
-            LIMIT 1) running ON true
 )
 SELECT i.ord::int AS ord,
        o.id::text AS id,
-       i.ord <> o.first_ord OR o.id <> i.id AS deduplicated,
+       i.ord <> o.first_ord OR o.id <> i.id OR o.runs_after IS NOT NULL AS deduplicated,
        -- A later row of the batch replaced, in effect, the args its scope's first row inserted.
-       o.replaced OR (i.ord <> o.first_ord AND o.id = o.first_id) AS replaced
+       o.replaced OR (i.ord <> o.first_ord AND o.id = o.first_id) AS replaced,
+       o.runs_after::text AS runs_after
   FROM input i
   JOIN outcome o USING (queue, dedup_key)
  ORDER BY i.ord`;

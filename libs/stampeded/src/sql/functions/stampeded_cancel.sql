@@ -8,7 +8,8 @@
 -- cancelled workflow or keyed job releases the jobs waiting for it
 -- (stampeded_release_waiting) in the same transaction: a keyed job
 -- cancelled while it waits in its key's order lets the next one through when it
--- was the head.
+-- was the head. A cancelled job that held a dedup scope releases its debounce
+-- follow-up (stampeded_release_follow_ups), which takes the scope.
 CREATE OR REPLACE FUNCTION stampeded_cancel(p_id uuid, p_queue text DEFAULT NULL)
 RETURNS TABLE (was text, now_state text, queue text, worker_id uuid)
 LANGUAGE plpgsql AS $$
@@ -31,12 +32,19 @@ BEGIN
            claimed_by   = NULL,
            claimed_at   = NULL,
            heartbeat_at = NULL,
-           -- A cancelled job frees its dedup slot, as every terminal state does.
-           dedup_scope  = NULL
+           -- A cancelled job frees its dedup slot, as every terminal state does,
+           -- and a cancelled follow-up its place behind its scope's job.
+           dedup_scope  = NULL,
+           dedup_follows      = NULL,
+           dedup_follow_scope = NULL
      WHERE stampeded_jobs.queue = j.queue AND id = j.id;
 
     IF j.workflow_id IS NOT NULL OR j.ordering_key IS NOT NULL THEN
         PERFORM stampeded_release_waiting('cancelled', ARRAY[j.queue], ARRAY[j.id], ARRAY[j.workflow_id], ARRAY[j.ordering_key]);
+    END IF;
+
+    IF j.dedup_scope IS NOT NULL THEN
+        PERFORM stampeded_release_follow_ups(ARRAY[j.queue], ARRAY[j.id]);
     END IF;
 
     IF j.claimed_by IS NOT NULL THEN

@@ -39,8 +39,14 @@ LANGUAGE sql AS $$
           FROM done d
          WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
         HAVING count(*) > 0
+    ),
+    followed AS (
+        SELECT stampeded_release_follow_ups(array_agg(d.queue), array_agg(d.id)) AS n
+          FROM done d
+        HAVING count(*) > 0
     )
-    -- Evaluated once, before the first row: it runs the release.
+    -- Evaluated once, before the first row: they run the releases.
     SELECT d.was, d.now_state, true FROM done d
-     WHERE (SELECT count(*) FROM released) >= 0;
+     WHERE (SELECT count(*) FROM released) >= 0
+       AND (SELECT count(*) FROM followed) >= 0;
 $$;

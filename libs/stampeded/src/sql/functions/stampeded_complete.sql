@@ -2,7 +2,8 @@
 -- runtime here completes through stampeded_complete_many), with one change:
 -- a completed workflow or keyed job releases the jobs waiting for it
 -- (stampeded_release_waiting: its workflow dependents, the next job of its
--- key), in the same statement, as the runtime's completion does, so that a
+-- key) and its debounce follow-up (stampeded_release_follow_ups), in the
+-- same statement, as the runtime's completion does, so that a
 -- runtime that knows nothing of workflows and keys leaves nothing waiting.
 -- A job with neither is completed as the seed completes it. Its RETURNING
 -- OLD/NEW is PostgreSQL 18's: stampeded_complete.pre18.sql is the form for
@@ -37,8 +38,14 @@ LANGUAGE sql AS $$
           FROM done d
          WHERE d.workflow_id IS NOT NULL OR d.ordering_key IS NOT NULL
         HAVING count(*) > 0
+    ),
+    followed AS (
+        SELECT stampeded_release_follow_ups(array_agg(d.queue), array_agg(d.id)) AS n
+          FROM done d
+        HAVING count(*) > 0
     )
-    -- Evaluated once, before the first row: it runs the release.
+    -- Evaluated once, before the first row: they run the releases.
     SELECT d.was, d.now_state, true FROM done d
-     WHERE (SELECT count(*) FROM released) >= 0;
+     WHERE (SELECT count(*) FROM released) >= 0
+       AND (SELECT count(*) FROM followed) >= 0;
 $$;

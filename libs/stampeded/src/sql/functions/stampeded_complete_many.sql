@@ -22,7 +22,11 @@
 -- Workflow and keyed jobs of the batch release the jobs waiting for them
 -- (stampeded_release_waiting: workflow dependents, and the next job of each
 -- key), in this statement and transaction: one call for the whole batch,
--- made only when the batch has one.
+-- made only when the batch has one. The debounce follow-ups of the batch's
+-- jobs are released the same way (stampeded_release_follow_ups), one call
+-- for every batch: nothing in the completed row says whether a follow-up
+-- waits for it, and the call reads an index that is empty unless one does
+-- (bench/RESULTS.md, "Debounce follow-ups").
 CREATE OR REPLACE FUNCTION stampeded_complete_many(
     p_worker_id uuid,
     p_queues    text[],
@@ -94,6 +98,7 @@ BEGIN
     IF v_waiters > 0 THEN
         PERFORM stampeded_release_waiting('completed', v_queues, v_ids, v_workflows, v_keys);
     END IF;
+    PERFORM stampeded_release_follow_ups(v_queues, v_ids);
 
     RETURN QUERY SELECT u.id, u.queue FROM unnest(v_ids, v_queues) AS u(id, queue);
 END;

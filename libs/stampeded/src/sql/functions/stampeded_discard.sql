@@ -4,7 +4,8 @@
 -- (stampeded_cancel), which fences its worker. No dead-letter copy: the
 -- operator chose to drop it. p_error is what it records as the job's last
 -- error. A discarded workflow or keyed job releases what waits for it
--- (stampeded_release_waiting), as every outcome does.
+-- (stampeded_release_waiting), and a job that held a dedup scope its debounce
+-- follow-up (stampeded_release_follow_ups), as every outcome does.
 --
 -- Answers the state before and after, equal when the job was not waiting
 -- (nothing changed); no row when there is no such job.
@@ -33,6 +34,10 @@ BEGIN
 
     IF j.workflow_id IS NOT NULL OR j.ordering_key IS NOT NULL THEN
         PERFORM stampeded_release_waiting('discarded', ARRAY[j.queue], ARRAY[j.id], ARRAY[j.workflow_id], ARRAY[j.ordering_key]);
+    END IF;
+
+    IF j.dedup_scope IS NOT NULL THEN
+        PERFORM stampeded_release_follow_ups(ARRAY[j.queue], ARRAY[j.id]);
     END IF;
 
     RETURN QUERY SELECT j.state, 'discarded'::text, j.queue;

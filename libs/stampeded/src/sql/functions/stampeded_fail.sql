@@ -8,8 +8,10 @@
 -- again after p_retry_delay_ms. The error joins the job's errors ring buffer
 -- (stampeded_push_error), with when the attempt started and its worker.
 -- A discarded workflow or keyed job releases the jobs waiting for it
--- (stampeded_release_waiting) in the same transaction. A job that will be
--- retried keeps its place in its key's order: nothing behind it moves.
+-- (stampeded_release_waiting), and a discarded job its debounce follow-up
+-- (stampeded_release_follow_ups), in the same transaction. A job that will
+-- be retried keeps its place in its key's order and its follow-up: nothing
+-- behind it moves.
 CREATE OR REPLACE FUNCTION stampeded_fail(
     p_queue        text,
     p_id           uuid,
@@ -85,6 +87,10 @@ BEGIN
 
     IF v_terminal AND (j.workflow_id IS NOT NULL OR j.ordering_key IS NOT NULL) THEN
         PERFORM stampeded_release_waiting('discarded', ARRAY[p_queue], ARRAY[p_id], ARRAY[j.workflow_id], ARRAY[j.ordering_key]);
+    END IF;
+
+    IF v_terminal AND j.dedup_scope IS NOT NULL THEN
+        PERFORM stampeded_release_follow_ups(ARRAY[p_queue], ARRAY[p_id]);
     END IF;
 
     RETURN QUERY SELECT v_was, v_state, v_dlq;

@@ -14,8 +14,9 @@
 -- life is as old as a dead worker's.
 --
 -- A discarded workflow or keyed job releases the jobs waiting for it
--- (stampeded_release_waiting), one call for all of them. A job given back
--- for another attempt keeps its place in its key's order.
+-- (stampeded_release_waiting), one call for all of them, and every discarded
+-- job its debounce follow-up (stampeded_release_follow_ups). A job given back
+-- for another attempt keeps its place in its key's order and its follow-up.
 CREATE OR REPLACE FUNCTION stampeded_reap(
     p_dead_after interval DEFAULT interval '5 minutes'
 ) RETURNS TABLE (id uuid, queue text, worker_id uuid)
@@ -79,8 +80,15 @@ LANGUAGE sql AS $$
           FROM reaped r
          WHERE r.state = 'discarded' AND (r.workflow_id IS NOT NULL OR r.ordering_key IS NOT NULL)
         HAVING count(*) > 0
+    ),
+    followed AS (
+        SELECT stampeded_release_follow_ups(array_agg(r.queue), array_agg(r.id)) AS n
+          FROM reaped r
+         WHERE r.state = 'discarded'
+        HAVING count(*) > 0
     )
-    -- Evaluated once, before the first row: it runs the release.
+    -- Evaluated once, before the first row: they run the releases.
     SELECT r.id, r.queue, r.worker_id FROM reaped r
-     WHERE (SELECT count(*) FROM released) >= 0;
+     WHERE (SELECT count(*) FROM released) >= 0
+       AND (SELECT count(*) FROM followed) >= 0;
 $$;

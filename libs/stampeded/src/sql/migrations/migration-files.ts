@@ -31,6 +31,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 14, name: 'key_lines', file: '0014_key_lines.sql' },
   { version: 15, name: 'workflow_keys', file: '0015_workflow_keys.sql' },
   { version: 16, name: 'job_logs', file: '0016_job_logs.sql' },
+  { version: 17, name: 'dedup_follow_ups', file: '0017_dedup_follow_ups.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
