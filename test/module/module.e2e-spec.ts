@@ -164,6 +164,18 @@ describe('StampededModule', () => {
     expect(() => StampededModule.forRoot({ worker: { concurency: 3 } } as never)).toThrow(/forRoot\(\): worker: unknown option "concurency"/);
   });
 
+  it('refuses a readConnection that is neither a DataSource name, a DataSource nor connection options', async () => {
+    for (const readConnection of ['', 5432, ['postgres://replica/app']]) {
+      expect(() => StampededModule.forRoot({ readConnection } as never)).toThrow(
+        /forRoot\(\): readConnection must name the app's TypeORM DataSource of a replica/,
+      );
+    }
+  });
+
+  it('refuses to start when readConnection names a DataSource the app does not have', async () => {
+    await expect(bootApp(db.url, { stampeded: { readConnection: 'replica' } })).rejects.toThrow(/found no TypeORM DataSource named "replica"/);
+  });
+
   it('fails fast, naming both classes, on a duplicate task name', async () => {
     @Task('same-name')
     class First implements TaskHandler {

@@ -4,7 +4,7 @@ import type pg from 'pg';
 import type { Browser, Page } from 'playwright-core';
 import { StampededModule, type StampededModuleOptions } from '@stampeded/nestjs';
 import { StampededDashboardModule } from '@stampeded/dashboard';
-import type { TestDatabase } from '@stampeded/testing';
+import { createTestDatabase, type TestDatabase } from '@stampeded/testing';
 import { openChromium } from './chromium.js';
 import { sqlClient, testDatabase } from './test-app.js';
 
@@ -25,6 +25,10 @@ export async function openDashboardInChromium(options: {
   providers: Provider[];
   worker: StampededModuleOptions['worker'];
   password: string;
+  /** The server to make the app's database on (a primary of the test's own); default the run's one server. */
+  server?: string;
+  /** More of StampededModule's options, such as a readConnection, given the app's database. */
+  stampeded?: (db: TestDatabase) => Omit<StampededModuleOptions, 'connection' | 'migrations' | 'worker'>;
 }): Promise<DashboardInChromium> {
   const opened: Partial<DashboardInChromium> = {};
   const close = async () => {
@@ -34,10 +38,10 @@ export async function openDashboardInChromium(options: {
     await opened.db?.drop();
   };
   try {
-    const db = (opened.db = await testDatabase());
+    const db = (opened.db = await (options.server ? createTestDatabase(options.server) : testDatabase()));
     @Module({
       imports: [
-        StampededModule.forRoot({ connection: { url: db.url }, migrations: 'auto', worker: options.worker }),
+        StampededModule.forRoot({ ...options.stampeded?.(db), connection: { url: db.url }, migrations: 'auto', worker: options.worker }),
         StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: options.password }, refreshSeconds: 0 }),
       ],
       providers: options.providers,

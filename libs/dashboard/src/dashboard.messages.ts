@@ -63,3 +63,11 @@ export const UNKNOWN_ACTION = (of: 'job' | 'queue' | 'schedule', action: string,
 
 export const HEALTH_NO_ANSWER = (ms: number) =>
   `the database gave no answer within ${ms} ms: check that it is up and not overloaded (connections, locks, long queries).`;
+
+/** Why health says degraded about the replica, or undefined when it is well. */
+export const REPLICA_DEGRADED = (replica: { readingFrom: string; lagSeconds: number | null; error?: string }, maxLagSeconds: number) =>
+  replica.readingFrom === 'primary'
+    ? `the replica (readConnection) does not answer${replica.error ? ` (${replica.error})` : ''}: the dashboard and metrics read the primary`
+    : replica.lagSeconds !== null && replica.lagSeconds > maxLagSeconds
+      ? `the replica (readConnection) is ${Math.round(replica.lagSeconds)} s behind the primary, over maxReplicaLagSeconds (${maxLagSeconds} s)`
+      : undefined;

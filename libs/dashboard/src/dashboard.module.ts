@@ -1,5 +1,5 @@
 import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
-import { StampededDatabase } from '@stampeded/nestjs/internal';
+import { ReadDatabase, StampededDatabase } from '@stampeded/nestjs/internal';
 import { DASHBOARD_OPTIONS, DEFAULT_PATH } from './dashboard.constants.js';
 import { AUTH_REQUIRED, BAD_AUTH, BAD_PATH, UNKNOWN_DASHBOARD_OPTIONS, BAD_REFRESH_SECONDS } from './dashboard.messages.js';
 import { DashboardAuthGuard } from './auth/dashboard-auth.guard.js';
@@ -54,7 +54,8 @@ function mountAt<T extends Type<object>>(base: T, path: string): T {
 /**
  * The web dashboard and its JSON API, in the app's own Nest HTTP server.
  * Needs StampededModule in the app (it reads through Stampeded's own
- * connections) and the Express platform.
+ * connections: its lists, counts and charts through the replica that
+ * StampededModule's readConnection sets, if any) and the Express platform.
  *
  * ```ts
  * StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: process.env.DASHBOARD_PASSWORD! } })
@@ -66,7 +67,11 @@ export class StampededDashboardModule {
     const resolved = resolveDashboardOptions(options);
     const providers: Provider[] = [
       { provide: DASHBOARD_OPTIONS, useValue: resolved },
-      { provide: StampededInspector, inject: [StampededDatabase], useFactory: (db: StampededDatabase) => new StampededInspector(db) },
+      {
+        provide: StampededInspector,
+        inject: [StampededDatabase, ReadDatabase],
+        useFactory: (db: StampededDatabase, reads: ReadDatabase) => new StampededInspector(db, reads.replicated ? reads : undefined),
+      },
       DashboardAuthGuard,
       CsrfGuard,
       InspectorErrorFilter,

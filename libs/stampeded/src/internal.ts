@@ -5,6 +5,8 @@
 export { sql, qualify, quoteIdent } from './sql/statement.js';
 export type { Statement } from './sql/statement.js';
 export { StampededDatabase } from './database/stampeded-database.js';
+export { ReadDatabase } from './database/read-database.js';
+export type { ReplicaStatus } from './database/read-database.js';
 export { LeaderLease } from './maintenance/leader-lease.js';
 export { JOB_STATES, FINISHED_STATES, WAITING_STATES } from './interfaces/job.interface.js';
 export type { JobState } from './interfaces/job.interface.js';

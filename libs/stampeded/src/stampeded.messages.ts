@@ -170,6 +170,11 @@ export const FLEET_EVENTS_NEED_LISTEN = (where: string) =>
   `Give listenConnection (a direct connection to the same database, e.g. { url: process.env.DIRECT_DATABASE_URL }), ` +
   `or set events: 'local' (this app's own workers' events; waitFor() still works, by polling).`;
 
+export const INVALID_READ_CONNECTION = (where: string, got: unknown) =>
+  `${where}: readConnection must name the app's TypeORM DataSource of a replica ('replica'), be that DataSource, or be connection options ({ url }), got ${inspect(got, { depth: 0, breakLength: Infinity })}.`;
+export const READS_ON_PRIMARY = (reason: string, retrySeconds: number) =>
+  `the replica (readConnection) does not answer (${reason}): the dashboard, metrics and getJob({ replica: true }) read the primary, and try the replica again every ${retrySeconds} s.`;
+
 export const WAIT_TIMED_OUT = (id: string, timeoutMs: number, state: string | undefined) =>
   `waitFor(${id}): the job did not finish within ${timeoutMs} ms${state ? ` (it is ${state})` : ''}. ` +
   `Only the wait ended: the job goes on; wait again, or read it with getJob().`;

@@ -1,7 +1,8 @@
 import { Global, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { STAMPEDED_OPTIONS } from './stampeded.constants.js';
-import { createDatabaseProvider, STAMPEDED_DATA_SOURCE } from './database/database.provider.js';
+import { createDatabaseProvider, createReadDatabaseProvider, STAMPEDED_DATA_SOURCE, STAMPEDED_READ_DATA_SOURCE } from './database/database.provider.js';
+import { ReadDatabase } from './database/read-database.js';
 import { createJobColumnDefaultsProvider } from './queue/job-column-defaults.js';
 import { dataSourceDependency } from './database/typeorm-token.js';
 import type { DataSource } from 'typeorm';
@@ -33,6 +34,8 @@ import {
   INVALID_EVENTS_OPTION,
   INVALID_MIGRATIONS_OPTION,
   INVALID_POOLER_OPTION,
+  INVALID_READ_CONNECTION,
+  NO_DATA_SOURCE,
   INVALID_SCHEMA_OPTION,
   LISTEN_CONNECTION_WITHOUT_POOLER,
   NOT_A_WHOLE_NUMBER,
@@ -88,6 +91,7 @@ const OPTION_NAMES = [
   'pooler',
   'listenConnection',
   'encryption',
+  'readConnection',
 ];
 /** Options renamed before 1.0, each with what to use instead. */
 const RENAMED_OPTIONS: Record<string, string> = { flow: 'control' };
@@ -129,6 +133,10 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
     throw new StampededConfigError(INVALID_EVENTS_OPTION(where, options.events));
   }
   validatePoolerOptions(where, options);
+  const read = options.readConnection as unknown;
+  if (read !== undefined && !(typeof read === 'string' ? read !== '' : typeof read === 'object' && read !== null && !Array.isArray(read))) {
+    throw new StampededConfigError(INVALID_READ_CONNECTION(where, read));
+  }
   if (options.migrations !== undefined && options.migrations !== 'auto' && options.migrations !== 'none') {
     throw new StampededConfigError(INVALID_MIGRATIONS_OPTION(where, options.migrations));
   }
@@ -184,11 +192,12 @@ const STAMPEDED_EXPLICIT_OPTIONS = Symbol('STAMPEDED_EXPLICIT_OPTIONS');
       useFactory: (explicit?: StampededModuleOptions) => explicit ?? {},
     },
     createDatabaseProvider(),
+    createReadDatabaseProvider(),
     createJobColumnDefaultsProvider(),
     createTracerProvider(),
     ...CORE_PROVIDERS,
   ],
-  exports: [...CORE_EXPORTS, StampededDatabase],
+  exports: [...CORE_EXPORTS, StampededDatabase, ReadDatabase],
 })
 export class StampededCoreModule {}
 
@@ -202,19 +211,32 @@ export class StampededCoreModule {}
 export class StampededModule {
   static forRoot(options: StampededModuleOptions = {}): DynamicModule {
     validateModuleOptions(options);
-    const providers = [{ provide: STAMPEDED_EXPLICIT_OPTIONS, useValue: options }, namedDataSourceProvider(options.dataSource)];
+    const read = typeof options.readConnection === 'string' ? options.readConnection : undefined;
+    const providers = [
+      { provide: STAMPEDED_EXPLICIT_OPTIONS, useValue: options },
+      namedDataSourceProvider(options.dataSource),
+      ...(read ? [readDataSourceProvider(read)] : []),
+    ];
     return { global: true, module: StampededModule, providers, exports: providers.map((p) => p.provide) };
   }
 
-  /** `dataSource` names the app's TypeORM DataSource here, as the factory runs too late to choose it. */
-  static forRootAsync(options: StampededModuleAsyncOptions & { dataSource?: string }): DynamicModule {
-    const providers = [...asyncOptionsProviders(options), namedDataSourceProvider(options.dataSource)];
+  /**
+   * `dataSource` names the app's TypeORM DataSource here, as the factory runs
+   * too late to choose it; so does `readConnection` name a replica's (the
+   * factory may return the replica's DataSource itself, or its connection).
+   */
+  static forRootAsync(options: StampededModuleAsyncOptions & { dataSource?: string; readConnection?: string }): DynamicModule {
+    const providers = [
+      ...asyncOptionsProviders(options),
+      namedDataSourceProvider(options.dataSource),
+      ...(options.readConnection ? [readDataSourceProvider(options.readConnection)] : []),
+    ];
     return {
       global: true,
       module: StampededModule,
       imports: options.imports ?? [],
       providers,
-      exports: [STAMPEDED_EXPLICIT_OPTIONS, STAMPEDED_DATA_SOURCE],
+      exports: [STAMPEDED_EXPLICIT_OPTIONS, STAMPEDED_DATA_SOURCE, ...(options.readConnection ? [STAMPEDED_READ_DATA_SOURCE] : [])],
     };
   }
 
@@ -238,6 +260,18 @@ function namedDataSourceProvider(name: string | undefined) {
     provide: STAMPEDED_DATA_SOURCE,
     inject: [dataSourceDependency(name)],
     useFactory: (dataSource?: DataSource) => dataSource ?? null,
+  };
+}
+
+/** The replica's DataSource that readConnection names; the core's pool waits for it, so that a missing one fails the start before any pool opens. */
+function readDataSourceProvider(name: string) {
+  return {
+    provide: STAMPEDED_READ_DATA_SOURCE,
+    inject: [dataSourceDependency(name)],
+    useFactory: (dataSource?: DataSource) => {
+      if (!dataSource) throw new StampededConfigError(NO_DATA_SOURCE(name));
+      return dataSource;
+    },
   };
 }
 

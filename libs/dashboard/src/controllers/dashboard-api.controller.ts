@@ -217,4 +217,15 @@ export class DashboardApiController {
   health() {
     return this.inspector.health();
   }
+
+  /**
+   * How far behind the replica that the lists read is: `{ replica: {
+   * readingFrom, caughtUp, lagSeconds, error? } }`, or `{ replica: null }`
+   * when they read the primary by configuration.
+   */
+  @Get('replica')
+  @Header('Cache-Control', 'no-store')
+  async replica() {
+    return { replica: await this.inspector.replica() };
+  }
 }

@@ -52,6 +52,9 @@ const HtmlPage = () =>
     Header('Referrer-Policy', 'same-origin'),
   );
 
+/** How long an action's redirect waits for the replica to show it; a replica further behind says its lag on the page. */
+const AFTER_ACTION_CATCH_UP_MS = 2_000;
+
 /** The web UI: server-rendered pages, and the form posts their buttons make. */
 @Injectable()
 @UseGuards(DashboardAuthGuard, CsrfGuard)
@@ -66,14 +69,14 @@ export class DashboardPagesController {
   @HtmlPage()
   async queues(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
     const [queues, throughput] = await Promise.all([this.inspector.queues(), this.inspector.throughput()]);
-    return queuesPage({ ...this.context(request, response), refreshSeconds: this.options.refreshSeconds }, queues, throughput);
+    return queuesPage({ ...(await this.context(request, response)), refreshSeconds: this.options.refreshSeconds }, queues, throughput);
   }
 
   @Get('jobs')
   @HtmlPage()
   async jobs(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
     const filters = jobListQuery(q);
-    const ctx = { ...this.context(request, response), refreshSeconds: this.options.refreshSeconds };
+    const ctx = { ...(await this.context(request, response)), refreshSeconds: this.options.refreshSeconds };
     try {
       return jobsPage(ctx, filters, await this.inspector.jobs(filters));
     } catch (error) {
@@ -89,7 +92,7 @@ export class DashboardPagesController {
   async job(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('id') id: string, @Query('queue') queue?: string) {
     const found = await this.inspector.history(id, queue || undefined);
     if (!found) throw new NotFoundException(JOB_NOT_FOUND(id));
-    const ctx = { ...this.context(request, response), refreshSeconds: this.options.refreshSeconds };
+    const ctx = { ...(await this.context(request, response)), refreshSeconds: this.options.refreshSeconds };
     return jobPage(ctx, found.job, jobHistorySections(ctx, found));
   }
 
@@ -104,38 +107,38 @@ export class DashboardPagesController {
   ) {
     const filters = bulkFilters(q);
     const { matched, truncated } = await this.inspector.bulk(action, filters, { dryRun: true });
-    return bulkConfirmPage(this.context(request, response), action, { ...filters }, matched ?? 0, truncated);
+    return bulkConfirmPage(await this.context(request, response), action, { ...filters }, matched ?? 0, truncated);
   }
 
   @Post('actions/bulk/:action')
   @Redirect()
   async bulkAction(@Req() request: DashboardRequest, @Param('action') action: string, @Body() body: Record<string, unknown>) {
     await this.inspector.bulk(action, bulkFilters(body), { by: operatorOf(request) });
-    return this.back(body);
+    return await this.back(body);
   }
 
   @Get('errors')
   @HtmlPage()
   async errors(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query('queue') queue?: string) {
-    return errorsPage(this.context(request, response), await this.inspector.errors({ queue: queue || undefined }));
+    return errorsPage(await this.context(request, response), await this.inspector.errors({ queue: queue || undefined }));
   }
 
   @Get('workers')
   @HtmlPage()
   async workers(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
-    return workersPage(this.context(request, response), await this.inspector.workers());
+    return workersPage(await this.context(request, response), await this.inspector.workers());
   }
 
   @Get('schedules')
   @HtmlPage()
   async schedules(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
-    return schedulesPage(this.context(request, response), await this.inspector.schedules());
+    return schedulesPage(await this.context(request, response), await this.inspector.schedules());
   }
 
   @Get('workflows')
   @HtmlPage()
   async workflows(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query('name') name?: string) {
-    return workflowsPage(this.context(request, response), await this.inspector.workflows({ name: name || undefined }));
+    return workflowsPage(await this.context(request, response), await this.inspector.workflows({ name: name || undefined }));
   }
 
   @Get('workflows/:id')
@@ -148,13 +151,13 @@ export class DashboardPagesController {
   ) {
     const workflow = await this.inspector.workflow(id);
     if (!workflow) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
-    return workflowPage(this.context(request, response), workflow, view === 'tree' ? 'tree' : 'graph');
+    return workflowPage(await this.context(request, response), workflow, view === 'tree' ? 'tree' : 'graph');
   }
 
   @Get('health')
   @HtmlPage()
   async health(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
-    return healthPage(this.context(request, response), await this.inspector.health());
+    return healthPage(await this.context(request, response), await this.inspector.health());
   }
 
   @Post('actions/jobs/:id/:action')
@@ -168,7 +171,7 @@ export class DashboardPagesController {
   ) {
     const result = await runJobAction(this.inspector, action, id, queue || undefined, operatorOf(request));
     if (!result) throw new NotFoundException(JOB_NOT_FOUND(id));
-    return this.back(body);
+    return await this.back(body);
   }
 
   @Post('actions/queues/:queue/:action')
@@ -177,7 +180,7 @@ export class DashboardPagesController {
     if (action === 'pause') await this.inspector.pauseQueue(queue, operatorOf(request));
     else if (action === 'resume') await this.inspector.resumeQueue(queue);
     else throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
-    return this.back(body);
+    return await this.back(body);
   }
 
   @Post('actions/schedules/:key/:action')
@@ -186,29 +189,36 @@ export class DashboardPagesController {
     if (action === 'trigger') await this.inspector.triggerSchedule(key);
     else if (action === 'pause' || action === 'resume') await this.inspector.setSchedulePaused(key, action === 'pause');
     else throw new NotFoundException(UNKNOWN_ACTION('schedule', action, SCHEDULE_ACTIONS));
-    return this.back(body);
+    return await this.back(body);
   }
 
   @Post('actions/workflows/:id/cancel')
   @Redirect()
   async cancelWorkflow(@Req() request: DashboardRequest, @Param('id') id: string, @Body() body: Record<string, unknown>) {
     if (!(await this.inspector.cancelWorkflow(id, `by ${operatorOf(request)}`))) throw new NotFoundException(WORKFLOW_NOT_FOUND(id));
-    return this.back(body);
+    return await this.back(body);
   }
 
   @Post('actions/dlq/:queue/redrive')
   @Redirect()
   async redrive(@Param('queue') queue: string, @Body() body: Record<string, unknown>) {
     await this.inspector.redrive(queue, { task: typeof body?.task === 'string' && body.task ? body.task : undefined });
-    return this.back(body);
+    return await this.back(body);
   }
 
-  private context(request: DashboardRequest, response: ServerResponse): PageContext {
-    return { base: this.options.path, csrf: ensureCsrfCookie(request, response, this.options.path), readOnly: this.options.readOnly };
+  private async context(request: DashboardRequest, response: ServerResponse): Promise<PageContext> {
+    const csrf = ensureCsrfCookie(request, response, this.options.path);
+    return { base: this.options.path, csrf, readOnly: this.options.readOnly, replica: await this.inspector.replica() };
   }
 
-  /** Back to the page the button was on, never off the dashboard (an open redirect is a phishing tool). */
-  private back(body: Record<string, unknown>): { url: string; statusCode: number } {
+  /**
+   * Back to the page the button was on, never off the dashboard (an open
+   * redirect is a phishing tool), once the replica that page reads shows
+   * the action, or a moment passed: a page that read the job as it was
+   * before the click would look like the click did nothing.
+   */
+  private async back(body: Record<string, unknown>): Promise<{ url: string; statusCode: number }> {
+    await this.inspector.catchUp(AFTER_ACTION_CATCH_UP_MS);
     const base = this.options.path;
     const wanted = typeof body?._back === 'string' ? body._back : '';
     const safe = (wanted === base || wanted.startsWith(`${base}/`)) && !wanted.startsWith('//') && !/[\r\n\\]/.test(wanted);

@@ -1,8 +1,8 @@
-import { Inject, Injectable, Module } from '@nestjs/common';
-import { StampededDatabase } from '@stampeded/nestjs/internal';
+import { Inject, Injectable, Module, Optional } from '@nestjs/common';
+import { ReadDatabase, StampededDatabase, type ReplicaStatus } from '@stampeded/nestjs/internal';
 import { MAINTENANCE_LEADER } from '../sql/health.sql.js';
 import { QUEUE_STATE } from '../sql/queues.sql.js';
-import { HEALTH_NO_ANSWER } from '../dashboard.messages.js';
+import { HEALTH_NO_ANSWER, REPLICA_DEGRADED } from '../dashboard.messages.js';
 
 export interface StampededHealthOptions {
   /** A queue whose next due job has waited longer than this is down. Default 300 s. */
@@ -11,10 +11,17 @@ export interface StampededHealthOptions {
   requireMaintenanceLeader?: boolean;
   /** A database that has not answered by then is down. Default 3000 ms. */
   timeoutMs?: number;
+  /**
+   * With a replica (readConnection): the result says `degraded` when the
+   * replica is further behind than this, or does not answer (its reads then
+   * go to the primary). The status stays up: the queue runs on the primary
+   * alone. Default 60 s.
+   */
+  maxReplicaLagSeconds?: number;
 }
 
 /** The shape @nestjs/terminus reads: `{ [key]: { status, ...details } }`. */
-export type StampededHealthResult = Record<string, { status: 'up' | 'down'; [detail: string]: unknown }>;
+export type StampededHealthResult = Record<string, { status: 'up' | 'down'; degraded?: string; replica?: ReplicaStatus; [detail: string]: unknown }>;
 
 /**
  * A health indicator for @nestjs/terminus, without importing it: terminus
@@ -29,11 +36,15 @@ export type StampededHealthResult = Record<string, { status: 'up' | 'down'; [det
  * Down when the database does not answer, when a queue's next job in claim
  * order has been due for longer than `maxWaitSeconds` (a paused or held queue
  * waits by intent and is left out), or when no process leads maintenance, so that
- * nothing reaps dead workers or prunes.
+ * nothing reaps dead workers or prunes. With a replica, says how far
+ * behind it is, and `degraded` past `maxReplicaLagSeconds`.
  */
 @Injectable()
 export class StampededHealthIndicator {
-  constructor(@Inject(StampededDatabase) private readonly db: Pick<StampededDatabase, 'query' | 'schema'>) {}
+  constructor(
+    @Inject(StampededDatabase) private readonly db: Pick<StampededDatabase, 'query' | 'schema'>,
+    @Optional() @Inject(ReadDatabase) private readonly reads?: Pick<ReadDatabase, 'status'>,
+  ) {}
 
   async isHealthy(key = 'stampeded', options: StampededHealthOptions = {}): Promise<StampededHealthResult> {
     const maxWaitSeconds = options.maxWaitSeconds ?? 300;
@@ -59,8 +70,21 @@ export class StampededHealthIndicator {
     const reasons: string[] = [];
     if (Object.keys(waiting).length) reasons.push(`jobs due for more than ${maxWaitSeconds} s in ${Object.keys(waiting).join(', ')}`);
     if ((options.requireMaintenanceLeader ?? true) && !leader) reasons.push('no process leads maintenance: dead workers are not reaped, nothing is pruned');
-    const details = { maintenanceLeader: leader, waitingSeconds: waiting };
+    const details = { maintenanceLeader: leader, waitingSeconds: waiting, ...(await this.replica(options.maxReplicaLagSeconds ?? 60, timeoutMs)) };
     return { [key]: reasons.length ? { status: 'down', reason: reasons.join('; '), ...details } : { status: 'up', ...details } };
+  }
+
+  /** The replica's standing, and `degraded` when it is too far behind or down; nothing without one. */
+  private async replica(maxLagSeconds: number, timeoutMs: number): Promise<{ replica?: ReplicaStatus; degraded?: string }> {
+    const replica = await withTimeout(this.reads?.status() ?? Promise.resolve(null), timeoutMs).catch((err: Error): ReplicaStatus => ({
+      readingFrom: 'primary',
+      caughtUp: false,
+      lagSeconds: null,
+      error: err.message.split('\n')[0],
+    }));
+    if (!replica) return {};
+    const degraded = REPLICA_DEGRADED(replica, maxLagSeconds);
+    return degraded ? { replica, degraded } : { replica };
   }
 }
 

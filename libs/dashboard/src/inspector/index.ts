@@ -6,7 +6,7 @@ export { InspectorInputError } from './inspector-input.js';
 export { encodeCursor } from './job-cursor.js';
 export { workflowCountsText, workflowTree } from './workflow-tree.js';
 export type { WorkflowTreeLine } from './workflow-tree.js';
-export type { InspectorDatabase } from './inspector-database.js';
+export type { InspectorDatabase, InspectorReads } from './inspector-database.js';
 export type { QueueSummary, ThroughputBucket } from './queue-inspector.js';
 export type { JobPage } from './job-inspector.js';
 export type { ActionResult } from './job-actions.js';

@@ -2,7 +2,7 @@ import { Controller, Get, Header, Inject, Module, Res, type DynamicModule, type 
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { JobEvents } from '@stampeded/nestjs';
-import { StampededDatabase } from '@stampeded/nestjs/internal';
+import { ReadDatabase } from '@stampeded/nestjs/internal';
 import { StampededMetrics } from './stampeded-metrics.js';
 
 export interface StampededMetricsOptions {
@@ -67,8 +67,9 @@ export class StampededMetricsModule {
       providers: [
         {
           provide: METRICS,
-          inject: [StampededDatabase],
-          useFactory: async (db: StampededDatabase) => {
+          // The gauges read where the dashboard's lists do: the replica, when readConnection sets one.
+          inject: [ReadDatabase],
+          useFactory: async (db: ReadDatabase) => {
             let client: typeof import('prom-client');
             try {
               client = await import('prom-client');

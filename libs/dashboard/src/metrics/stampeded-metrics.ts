@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
 import type { JobEvents, LocalJobEvent } from '@stampeded/nestjs';
-import type { StampededDatabase } from '@stampeded/nestjs/internal';
+import type { ReadDatabase } from '@stampeded/nestjs/internal';
 import { METRIC_BREAKERS, METRIC_COUNTS, METRIC_VERDICTS } from '../sql/metrics.sql.js';
 
 type PromClient = typeof import('prom-client');
@@ -38,10 +38,11 @@ export class StampededMetrics {
   constructor(
     client: PromClient,
     readonly registry: Registry,
-    db: Pick<StampededDatabase, 'query'>,
+    db: Pick<ReadDatabase, 'query'> & Partial<Pick<ReadDatabase, 'status' | 'replicated'>>,
     prefix: string,
   ) {
     const registers = [registry];
+    if (db.replicated && db.status) this.replicaGauges(client, registers, prefix, db.status.bind(db));
     new client.Gauge({
       name: `${prefix}jobs`,
       help: 'Jobs per queue and state, from the trigger-maintained counters.',
@@ -120,6 +121,26 @@ export class StampededMetrics {
       labelNames: ['queue', 'task'],
       buckets: [0.01, 0.05, 0.25, 1, 5, 15, 60, 300, 1800],
       registers,
+    });
+  }
+
+  /** How far behind the replica the gauges read is, and whether they read it at all. */
+  private replicaGauges(client: PromClient, registers: Registry[], prefix: string, status: ReadDatabase['status']): void {
+    new client.Gauge({
+      name: `${prefix}replica_lag_seconds`,
+      help: 'How far the replica (readConnection) is behind the primary: 0 when it has replayed all it received; NaN while unknown or down.',
+      registers,
+      async collect() {
+        this.set((await status())?.lagSeconds ?? NaN);
+      },
+    });
+    new client.Gauge({
+      name: `${prefix}replica_up`,
+      help: "1 while the dashboard's and these gauges' reads go to the replica, 0 while they fall back to the primary.",
+      registers,
+      async collect() {
+        this.set((await status())?.readingFrom === 'replica' ? 1 : 0);
+      },
     });
   }
 

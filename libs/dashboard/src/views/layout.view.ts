@@ -1,4 +1,6 @@
+import type { ReplicaStatus } from '@stampeded/nestjs/internal';
 import { esc } from './html.js';
+import { replicaView } from './replica.view.js';
 import { scriptSource, THEME_CSS, THEME_SCRIPT } from './theme.view.js';
 
 export interface PageContext {
@@ -7,6 +9,8 @@ export interface PageContext {
   csrf: string;
   readOnly: boolean;
   refreshSeconds?: number;
+  /** How far behind the replica the page read is; absent or null when it read the primary by configuration. */
+  replica?: ReplicaStatus | null;
 }
 
 const NAV: [string, string][] = [
@@ -50,6 +54,7 @@ td{overflow-wrap:anywhere}td code,td time{overflow-wrap:normal}
 .dim{color:var(--muted)}.bad{color:var(--bad);font-weight:600}.ok{color:var(--ok)}
 pre{background:var(--surface);border:1px solid var(--border);padding:8px;overflow:auto;max-height:300px}
 pre.error{border-left:4px solid var(--bad)}h2 .dim{font-weight:400;font-size:13px}
+p.replica{margin:-8px 0 12px;font-size:13px}
 details.json summary{cursor:pointer;color:var(--link);margin-bottom:4px}details.json pre{max-height:600px}
 form.inline{display:inline}button{cursor:pointer;padding:3px 10px;font:inherit}
 input,select,button,textarea{font:inherit}
@@ -166,7 +171,7 @@ export function layout(ctx: PageContext, active: string, title: string, body: st
 <title>${esc(title)} · Stampeded</title><script>${THEME_SCRIPT}</script><style>${STYLE}</style></head>
 <body><a class="skip" href="#main">Skip to content</a>
 <header><span class="brand">Stampeded</span><nav aria-label="Dashboard"><ul>${nav}</ul></nav><div class="tools">${readOnly}${theme}${live}</div></header>
-<main id="main" tabindex="-1" data-refresh="${seconds}"${summary ? ` data-summary="${esc(summary)}"` : ''}><h1>${esc(title)}</h1>${body}</main>${script}</body></html>`;
+<main id="main" tabindex="-1" data-refresh="${seconds}"${summary ? ` data-summary="${esc(summary)}"` : ''}><h1>${esc(title)}</h1>${replicaView(ctx.replica)}${body}</main>${script}</body></html>`;
 }
 
 /** A one-button form posting an action; absent in read-only mode. */

@@ -8,6 +8,7 @@ import { assertSchemaName, assertServerVersion, pendingChanges } from '../sql/mi
 import { migrate } from '../sql/migrations/migrate.js';
 import { SEED_TABLES_PRESENT } from '../sql/migrations/runner.sql.js';
 import { StampededDatabase, type SessionSupport } from './stampeded-database.js';
+import { ReadDatabase } from './read-database.js';
 import { connectionSettingsOf } from './data-source-connection.js';
 import { dataSourceDependency } from './typeorm-token.js';
 import type { ConnectionOptions, StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
@@ -50,11 +51,19 @@ function connectionConfig(connection: ConnectionOptions): PoolConfig {
  */
 /** The DataSource that forRoot({ dataSource }) named; absent for a plain import. */
 export const STAMPEDED_DATA_SOURCE = Symbol('STAMPEDED_DATA_SOURCE');
+/** The DataSource that forRoot({ readConnection: name }) named; absent otherwise. */
+export const STAMPEDED_READ_DATA_SOURCE = Symbol('STAMPEDED_READ_DATA_SOURCE');
 
 export function createDatabaseProvider(): Provider {
   return {
     provide: StampededDatabase,
-    inject: [STAMPEDED_OPTIONS, { token: STAMPEDED_DATA_SOURCE, optional: true }, dataSourceDependency()],
+    // The replica's DataSource too (unused here): a missing one fails the start before this pool opens.
+    inject: [
+      STAMPEDED_OPTIONS,
+      { token: STAMPEDED_DATA_SOURCE, optional: true },
+      dataSourceDependency(),
+      { token: STAMPEDED_READ_DATA_SOURCE, optional: true },
+    ],
     useFactory: async (options: StampededModuleOptions, named?: DataSource | null, fallback?: DataSource) => {
       const dataSource = options.dataSource ? (named ?? undefined) : (named ?? fallback);
       const schema = options.schema ?? 'public';
@@ -82,6 +91,45 @@ export function createDatabaseProvider(): Provider {
         await db.close();
         throw err;
       }
+    },
+  };
+}
+
+/** A few: the dashboard's pages and a scrape read a handful of statements at once. */
+const READ_POOL_SIZE = 5;
+/** A replica that does not accept a connection by then is taken as down, and the page reads the primary. */
+const READ_CONNECT_TIMEOUT_MS = 3_000;
+
+/** Whether readConnection is a TypeORM DataSource rather than connection options. */
+export function isDataSource(value: unknown): value is DataSource {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as DataSource).initialize === 'function' && typeof (value as DataSource).options === 'object'
+  );
+}
+
+/**
+ * Where the reads that may lag go (ReadDatabase): a pool of its own on the
+ * replica that `readConnection` gives, or the primary. Nothing is checked on
+ * the replica at startup: one that is down, or still being rebuilt, leaves
+ * the app starting, its reads on the primary until it answers.
+ */
+export function createReadDatabaseProvider(): Provider {
+  return {
+    provide: ReadDatabase,
+    inject: [STAMPEDED_OPTIONS, StampededDatabase, { token: STAMPEDED_READ_DATA_SOURCE, optional: true }],
+    useFactory: (options: StampededModuleOptions, primary: StampededDatabase, named?: DataSource | null) => {
+      // A name, given to forRoot() or beside forRootAsync()'s factory, is resolved by DI (STAMPEDED_READ_DATA_SOURCE).
+      const source = named ?? options.readConnection;
+      if (source === undefined) return new ReadDatabase(primary);
+      if (typeof source === 'string') throw new StampededConfigError(NO_DATA_SOURCE(source));
+      const settings = isDataSource(source) ? connectionSettingsOf(source, true) : connectionConfig(source);
+      const config: PoolConfig = {
+        ...settings,
+        connectionTimeoutMillis: settings.connectionTimeoutMillis ?? READ_CONNECT_TIMEOUT_MS,
+        max: READ_POOL_SIZE,
+        application_name: 'stampeded-reads',
+      };
+      return new ReadDatabase(primary, new StampededDatabase(config, primary.schema, { session: false, prepared: primary.prepared }), logger);
     },
   };
 }

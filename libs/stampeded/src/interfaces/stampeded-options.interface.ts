@@ -1,5 +1,6 @@
 import type { ModuleMetadata, Type } from '@nestjs/common';
 import type { PoolConfig } from 'pg';
+import type { DataSource } from 'typeorm';
 import type { JobOptions } from './job-options.interface.js';
 import type { MaintenanceOptions } from './maintenance.interface.js';
 import type { SchedulesOptions } from './schedule.interface.js';
@@ -95,6 +96,17 @@ export interface StampededModuleOptions {
    * With it, wake-ups, cancels and `events: 'fleet'` work as without a pooler.
    */
   listenConnection?: ConnectionOptions;
+  /**
+   * A streaming standby (a read replica) of the database, for the reads that
+   * may lag: the dashboard's lists, counts and charts, the metrics scrape and
+   * `getJob(id, { replica: true })`. The name of the app's TypeORM DataSource
+   * that connects to it, that DataSource itself, or connection options
+   * (`{ url }`). Enqueues, claims, outcomes, the dashboard's actions and the
+   * default getJob() stay on the primary. While the replica does not answer,
+   * those reads go to the primary, and the dashboard says so. Default: none,
+   * every read on the primary. See docs/dashboard.md (Reads from a replica).
+   */
+  readConnection?: string | DataSource | ConnectionOptions;
   /** `'auto'` runs pending migrations at startup. Default: none (run them yourself). */
   migrations?: 'auto' | 'none';
   /** Size of Stampeded's own connection pool. Default 10. */

@@ -1,4 +1,5 @@
 import type { StampededDatabase } from '../database/stampeded-database.js';
+import type { ReadDatabase } from '../database/read-database.js';
 import type { JobWaiters } from '../events/job-waiters.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { taskNameOf } from '../decorators/task-metadata.js';
@@ -22,6 +23,12 @@ export interface FindJobOptions {
 export interface GetJobOptions extends FindJobOptions {
   /** Read the lines its handler wrote with ctx.log() too, as `logs`. Default false: a second read. */
   logs?: boolean;
+  /**
+   * Read it from the replica (the module's `readConnection`), for display:
+   * it may be a little behind, even behind this app's own enqueue or cancel.
+   * Default false: the primary, which shows every write committed before.
+   */
+  replica?: boolean;
 }
 
 export interface WaitForOptions extends FindJobOptions {
@@ -42,17 +49,18 @@ export class JobReader {
     private readonly db: StampededDatabase,
     private readonly waiters: JobWaiters,
     private readonly encryption: JobEncryption,
+    private readonly reads: Pick<ReadDatabase, 'query'> = db,
   ) {}
 
   async getJob(call: FindJobCall<GetJobOptions>): Promise<Job | null> {
-    const { task, id, options } = findJobCall('getJob()', call, '{ queue?, logs? }');
-    const { logs } = options as GetJobOptions;
-    if (logs !== undefined && typeof logs !== 'boolean')
-      throw new InvalidJobError(INVALID_OPTION('getJob()', 'logs', `must be true or false, got ${describe(logs)}`));
-    const [[row], lines] = await Promise.all([
-      this.db.query(GET_JOB, [id, options.queue ?? null]),
-      logs ? this.db.query<JobLogRow>(JOB_LOG_LINES, [id]) : undefined,
-    ]);
+    const { task, id, options } = findJobCall('getJob()', call, '{ queue?, logs?, replica? }');
+    const { logs, replica } = options as GetJobOptions;
+    for (const [name, value] of Object.entries({ logs, replica })) {
+      if (value !== undefined && typeof value !== 'boolean')
+        throw new InvalidJobError(INVALID_OPTION('getJob()', name, `must be true or false, got ${describe(value)}`));
+    }
+    const db = replica ? this.reads : this.db;
+    const [[row], lines] = await Promise.all([db.query(GET_JOB, [id, options.queue ?? null]), logs ? db.query<JobLogRow>(JOB_LOG_LINES, [id]) : undefined]);
     if (!row || (task !== undefined && row.task !== task)) return null;
     const job = this.encryption.openForReading(toJob(row));
     if (lines) job.logs = toJobLogs(lines);

@@ -6,6 +6,7 @@ import type { JobColumnDefaults } from './job-column-defaults.js';
 import { ENQUEUE_MANY_JOB_NOT_OBJECT, ENQUEUE_MANY_NOT_ARRAY, JOB_NOT_FOUND, MANAGER_PER_JOB } from '../stampeded.messages.js';
 import { InvalidJobError } from '../errors/stampeded.errors.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
+import { ReadDatabase } from '../database/read-database.js';
 import { TaskRegistry } from '../explorer/task.registry.js';
 import { JobEvents } from '../events/job-events.js';
 import { JobWaiters } from '../events/job-waiters.js';
@@ -97,13 +98,14 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
     private readonly jobEvents: JobEvents,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
     @Inject(JOB_COLUMN_DEFAULTS) columnDefaults: JobColumnDefaults,
+    reads: ReadDatabase,
     @Optional() @Inject(JOB_TRACER) tracer: JobTracer | null = null,
   ) {
     const encryption = new JobEncryption(options, queues);
     this.rows = new JobRowBuilder(tasks, queues, options, columnDefaults, encryption);
     this.inserter = new JobInserter(db, tracer);
     this.waiters = new JobWaiters(db, jobEvents, encryption);
-    this.reader = new JobReader(db, this.waiters, encryption);
+    this.reader = new JobReader(db, this.waiters, encryption, reads);
     this.workflowService = new WorkflowService(db, this.rows, this.inserter);
   }
 
@@ -177,7 +179,9 @@ export class QueueService implements OnApplicationBootstrap, OnApplicationShutdo
    * a name StampededTasks lists), the job is typed by the task's args and
    * result, and a job of another task is not returned. Or typed by hand:
    * `getJob<{ to: string }, { messageId: string }>(id)`. With `{ logs: true }`,
-   * the lines its handler wrote with ctx.log() come as `logs`.
+   * the lines its handler wrote with ctx.log() come as `logs`. With
+   * `{ replica: true }` it is read from the replica (`readConnection`), for
+   * display: it may not show this app's latest writes yet.
    */
   async getJob<T extends TypedTask>(task: T, id: string, options?: GetJobOptions): Promise<Job<ArgsOf<T>, ResultOf<T>> | null>;
   async getJob<Args extends object = Record<string, unknown>, Result = unknown, N extends string = string>(
