@@ -355,6 +355,18 @@ describe('dashboard', () => {
       expect((await post(`/stampeded/api/jobs/${jobs[2].id}/explode`)).status).toBe(404);
     });
 
+    it("shows a debounce follow-up as waiting behind its scope's running job", async () => {
+      const dedup = { scope: 'digest:9', mode: 'replace' } as const;
+      const running = await queue.enqueue('digest', { n: 1 }, { queue: 'digests', dedup });
+      const worker = (await sql.query(`INSERT INTO stampeded_workers (hostname, pid) VALUES ('test', 1) RETURNING id::text`)).rows[0].id;
+      await sql.query(`SELECT * FROM stampeded_claim_batch('digests', $1, 1)`, [worker]);
+      const followUp = await queue.enqueue('digest', { n: 2 }, { queue: 'digests', dedup });
+      expect(followUp.runsAfter).toBe(running.id);
+      const html = await (await get(`/stampeded/jobs/${followUp.id}?queue=digests`)).text();
+      expect(html).toMatch(new RegExp(`digest:9: waits behind <a href="/stampeded/jobs/${running.id}\\?queue=digests"[^>]*>`));
+      expect(await (await get(`/stampeded/api/jobs/${followUp.id}?queue=digests`)).json()).toMatchObject({ state: 'pending', dedup_follows: running.id });
+    });
+
     it('offers a redrive button on a dead-letter queue listing', async () => {
       const html = await (await get('/stampeded/jobs?queue=work-dead')).text();
       expect(html).toContain('action="/stampeded/actions/dlq/work-dead/redrive"');

@@ -23,6 +23,8 @@ export const shortId = (id: unknown) => {
   return text.length > 13 ? `…${text.slice(-12)}` : text;
 };
 
+const dedupText = (scope: unknown, period: unknown) => `${scope}${period ? ` per ${period}` : ''}`;
+
 export const jobLink = (ctx: PageContext, id: unknown, queue: unknown) =>
   `<a href="${esc(`${ctx.base}/jobs/${id}${query({ queue })}`)}" title="${esc(id)}"><code>${esc(shortId(id))}</code></a>`;
 
@@ -185,7 +187,13 @@ export function jobPage(ctx: PageContext, job: Record<string, any>, history = ''
         ? `<a href="${esc(`${ctx.base}/jobs${query({ fingerprint: String(job.error_fingerprint).slice(0, 16) })}`)}" title="every job with this error">${esc(String(job.error_fingerprint).slice(0, 16))}…</a>`
         : show(null),
     ],
-    ['dedup', show(job.dedup_scope ? `${job.dedup_scope}${job.dedup_period ? ` per ${job.dedup_period}` : ''}` : null)],
+    [
+      'dedup',
+      // A debounce follow-up (migration 17) holds no scope yet: it waits behind the job that does.
+      job.dedup_follows
+        ? `${esc(dedupText(job.dedup_follow_scope, job.dedup_period))}: waits behind ${jobLink(ctx, job.dedup_follows, job.queue)}, and takes the scope when it finishes`
+        : show(job.dedup_scope ? dedupText(job.dedup_scope, job.dedup_period) : null),
+    ],
     ['dead-letter queue', show(job.dead_letter_queue)],
     [
       'dead-lettered from',
