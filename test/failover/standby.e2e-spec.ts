@@ -86,4 +86,24 @@ describe('an asynchronous standby', () => {
       await r.end();
     }
   });
+
+  it('keeps what the primary commits while streaming is paused until it resumes', async () => {
+    await standby.pauseStreaming();
+    const c = await sqlClient(primary.url);
+    try {
+      expect((await c.query('SELECT 1 FROM pg_stat_replication')).rowCount).toBe(0);
+      await c.query('INSERT INTO t VALUES (8)');
+    } finally {
+      await c.end();
+    }
+    const r = await sqlClient(standby.url);
+    try {
+      expect((await r.query('SELECT id FROM t ORDER BY id')).rows).toEqual([{ id: 7 }]);
+      await standby.resumeStreaming();
+      await standby.caughtUp();
+      expect((await r.query('SELECT id FROM t ORDER BY id')).rows).toEqual([{ id: 7 }, { id: 8 }]);
+    } finally {
+      await r.end();
+    }
+  });
 });

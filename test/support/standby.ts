@@ -9,6 +9,7 @@
  *   await standby.caughtUp();          // everything the primary wrote so far is replayed
  *   await standby.lagBytes();          // WAL bytes the standby has yet to replay (asks the primary)
  *   await standby.lagSeconds();        // age of the newest transaction not yet replayed (asks the standby)
+ *   await standby.pauseStreaming();    // async only: the primary's next commits are not replicated
  *   await primary.kill('SIGKILL');     // a crash of the postmaster: no shutdown checkpoint
  *   await standby.promote();           // standby.url now takes writes
  *   await standby.stop(); await primary.stop();   // in afterAll; each also removes its data folder
@@ -31,7 +32,7 @@
  * copy is chowned to it. The URLs name the `postgres` database; `at()` gives
  * another one (CREATE DATABASE on the primary reaches the standby too).
  */
-import { chmod, chown, copyFile, lstat, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, chown, copyFile, lstat, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -65,6 +66,15 @@ export interface Standby {
   lagBytes(): Promise<number>;
   /** Seconds since the newest transaction the standby replayed, 0 when it has replayed all it received: asks the standby. */
   lagSeconds(): Promise<number>;
+  /**
+   * Stops streaming (an asynchronous standby only: a synchronous one would
+   * hold every commit): what the primary commits from now on stays on the
+   * primary alone, as the newest commits do when a primary dies ahead of its
+   * standby. Resolves once the standby's WAL receiver has stopped.
+   */
+  pauseStreaming(): Promise<void>;
+  /** Streams again from where it stopped. */
+  resumeStreaming(): Promise<void>;
   /** Ends recovery: the standby becomes a primary that takes writes. Resolves once it does. */
   promote(): Promise<void>;
   /** Sends the postmaster `signal` and resolves once it has exited. */
@@ -171,6 +181,7 @@ export async function startStandby(primary: StartedPrimary, options: StandbyOpti
   const stat = await lstat(primary.data);
   const owner = process.getuid?.() === 0 ? { uid: stat.uid, gid: stat.gid } : undefined;
 
+  const conninfo = `host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}`;
   await withClient(primary.url, async (client) => {
     // Reserved now, so the primary keeps every WAL segment from before the backup's start.
     await client.query('SELECT pg_create_physical_replication_slot($1, true)', [name]);
@@ -185,6 +196,8 @@ export async function startStandby(primary: StartedPrimary, options: StandbyOpti
     await write('backup_label', rows[0].labelfile);
     if (rows[0].spcmapfile) await write('tablespace_map', rows[0].spcmapfile);
     await write('standby.signal', '');
+    // In the configuration file, not on the command line, so that pauseStreaming() can change it.
+    await appendFile(join(data, 'postgresql.auto.conf'), `primary_conninfo = '${conninfo}'\nprimary_slot_name = '${name}'\n`);
   });
 
   const server = await startPostgresMajor(18, {
@@ -192,9 +205,9 @@ export async function startStandby(primary: StartedPrimary, options: StandbyOpti
     dataDir: data,
     maxConnections: 200,
     settings: {
-      primary_conninfo: `host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}`,
-      primary_slot_name: name,
       hot_standby: 'on',
+      // Streams again soon after pauseStreaming() or a lost connection, not 5 s later.
+      wal_retrieve_retry_interval: '200ms',
       // The copy carries the primary's postgresql.auto.conf: once promoted,
       // this server must not wait for a standby of its own.
       synchronous_standby_names: '',
@@ -263,6 +276,24 @@ export async function startStandby(primary: StartedPrimary, options: StandbyOpti
         );
         return rows[0].lag;
       }),
+    pauseStreaming: async () => {
+      if (synchronous) throw new Error(`standby ${name} is synchronous: pausing it would hold every commit on the primary`);
+      await withClient(server.url, async (c) => {
+        await c.query(`ALTER SYSTEM SET primary_conninfo = ''`);
+        await c.query('SELECT pg_reload_conf()');
+      });
+      await poll(
+        () => withClient(server.url, async (c) => (await c.query('SELECT 1 FROM pg_stat_wal_receiver')).rowCount === 0),
+        `standby ${name} to stop streaming`,
+        30_000,
+      );
+    },
+    resumeStreaming: async () => {
+      await withClient(server.url, async (c) => {
+        await c.query(`ALTER SYSTEM SET primary_conninfo = '${conninfo}'`);
+        await c.query('SELECT pg_reload_conf()');
+      });
+    },
     promote: async () => {
       await withClient(server.url, async (c) => {
         const { rows } = await c.query<{ promoted: boolean }>('SELECT pg_promote(true, 60) AS promoted');
