@@ -17,6 +17,7 @@ export type { ScheduleOccurrence } from './scheduler/schedules.service.js';
 export { DEFAULT_RETRY_POLICY } from './worker/retry-policy.js';
 export { WorkerExitedError } from './isolation/process-task.runner.js';
 export { migrate } from './sql/migrations/migrate.js';
+export { writableHostClient } from './database/writable-host.js';
 export type { MigrateOptions, MigrateTarget } from './sql/migrations/migrate.js';
 export type { AppliedChanges } from './sql/migrations/migrations.js';
 export type { MigrationFile } from './sql/migrations/migration-files.js';

@@ -19,6 +19,10 @@ export const NOT_POSTGRES = (type: string) =>
   `Stampeded needs a PostgreSQL DataSource, but the DataSource is of type "${type}". ` +
   `Give it one of type 'postgres' on PostgreSQL ${OLDEST_MAJOR} or newer (the dataSource option names it), or give StampededModule a connection of its own.`;
 
+export const NO_WRITABLE_HOST = (reasons: readonly string[]) =>
+  `None of the database hosts takes writes (${reasons.join('; ')}). ` +
+  `During a failover this lasts until the standby is promoted; otherwise check the hosts given to writableHostClient().`;
+
 export const NO_CURRENT_SCHEMA = () =>
   `The connection has no current schema: its search_path names no schema that exists. Pass the schema to install into ({ schema: 'jobs' }), or fix the search_path.`;
 

@@ -4,6 +4,16 @@ import { qualify, quoteIdent, type Statement } from '../sql/statement.js';
 
 function ignoreError(): void {}
 
+/**
+ * A client outside the pool, of the config's own Client class when it names
+ * one (writableHostClient()), as the pool's clients are: a LISTEN or a
+ * leader connection must reach the server the pool reaches.
+ */
+export function clientFor(config: PoolConfig): pg.Client {
+  const Client = (config.Client ?? pg.Client) as typeof pg.Client;
+  return new Client(config);
+}
+
 /** SQLSTATEs worth one more try: the transaction lost a race, not an argument. */
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
 
@@ -151,7 +161,7 @@ export class StampededDatabase {
 
   /** A client outside the pool, for a session of its own (the maintenance leader's lock). */
   newClient(): pg.Client {
-    return new pg.Client(this.config);
+    return clientFor(this.config);
   }
 
   /** Whether this app can LISTEN: on its own connection, or on the direct one it was given. */
@@ -161,7 +171,7 @@ export class StampededDatabase {
 
   /** A client for LISTEN, which must stay on one session; undefined when there is nowhere to LISTEN. */
   newListenClient(): pg.Client | undefined {
-    return this.listenConfig ? new pg.Client(this.listenConfig) : undefined;
+    return this.listenConfig ? clientFor(this.listenConfig) : undefined;
   }
 
   quotedSchema(): string {

@@ -1,7 +1,7 @@
-import pg from 'pg';
 import type { PoolConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { connectionSettingsOf } from '../../database/data-source-connection.js';
+import { clientFor } from '../../database/stampeded-database.js';
 import { applyMigrations, type AppliedChanges } from './migrations.js';
 import type { MigrationFile } from './migration-files.js';
 
@@ -27,7 +27,7 @@ export function connectionConfigOf(target: MigrateTarget): PoolConfig {
  * functions whose definitions it created or replaced.
  */
 export async function migrate(target: MigrateTarget, options: MigrateOptions = {}): Promise<AppliedChanges> {
-  const client = new pg.Client(connectionConfigOf(target));
+  const client = clientFor(connectionConfigOf(target));
   await client.connect();
   try {
     await client.query('BEGIN');
