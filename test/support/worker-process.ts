@@ -5,7 +5,7 @@ const MAIN = fileURLToPath(new URL('../fixtures/worker-process/main.mjs', import
 
 /** The task sets beside the fixture: test/fixtures/worker-process/<set>.tasks.mjs. */
 export type TaskSet =
-  'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs' | 'chunks' | 'debounce';
+  'fleet' | 'control' | 'chaos' | 'lifecycle' | 'events' | 'ordering' | 'workflows' | 'reports' | 'encryption' | 'logs' | 'chunks' | 'debounce' | 'failover';
 
 export interface WorkerProcessConfig {
   url: string;
@@ -30,6 +30,8 @@ export interface WorkerProcessConfig {
   downFile?: string;
   /** encryption: the 'hold-secret' task finishes once this file exists. */
   releaseFile?: string;
+  /** Connect through writableHostClient(hosts), to whichever of these host:port takes writes. */
+  hosts?: string[];
   /** chunks: the 'sync-rows' task's chunk size. */
   chunkSize?: number;
 }

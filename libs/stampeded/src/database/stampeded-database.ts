@@ -49,6 +49,12 @@ export class StampededDatabase {
   private readonly listenConfig?: PoolConfig;
   private readonly qualified = new Map<Statement, Statement>();
   private closed = false;
+  /**
+   * Idle pool connections the server ended (a restart, a failover): after
+   * one, LostClaims looks for jobs the database says are this worker's and
+   * the worker does not know of.
+   */
+  lostConnections = 0;
 
   constructor(
     private readonly config: PoolConfig,
@@ -61,7 +67,7 @@ export class StampededDatabase {
     this.pool = new pg.Pool(config);
     // An idle client that loses its connection (a restarted server) emits
     // here; without a listener that error would take the process down.
-    this.pool.on('error', () => {});
+    this.pool.on('error', () => this.lostConnections++);
   }
 
   get channelPrefix(): string {

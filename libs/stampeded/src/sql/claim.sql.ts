@@ -54,10 +54,9 @@ export const CLAIM_LIMITED = sql(
      FROM (SELECT (l.job).*, l.held_ms FROM stampeded_claim_limited($1, $2, $3, $4, $5::jsonb, $6::text[], $7) l) c`,
 );
 
-/** Jobs this worker owns in the database, claimed after `$2` (see LostClaims). */
+/** Jobs this worker owns in the database: LostClaims gives back those it does not hold. */
 export const UNKNOWN_CLAIMS = sql(
   'stampeded_unknown_claims',
   `SELECT id::text AS id, queue, attempt FROM stampeded_jobs
-    WHERE claimed_by = $1 AND state IN ('claimed', 'executing')
-      AND claimed_at > $2::timestamptz + interval '1 millisecond'`,
+    WHERE claimed_by = $1 AND state IN ('claimed', 'executing')`,
 );

@@ -347,7 +347,6 @@ export class JobProducer {
       this.claimedLocally.set(job, sentAt);
       this.claimCounted.set(job, countedAt);
     }
-    this.lostClaims.received(answer.jobs);
     this.config.control?.claimed(answer.jobs);
     return answer;
   }

@@ -6,22 +6,26 @@ import { LOST_CLAIMS_GIVEN_BACK } from '../stampeded.messages.js';
 import { isConnectionError, type OutcomeRecorder } from './outcome-recorder.js';
 
 /**
- * A claim whose answer was lost with its connection (a restarted server, a
- * cut connection) may have committed all the same: its jobs are ours in the
- * database and unknown here, and would sit 'executing' until their
- * expire_seconds (an hour by default); the fault suite's PostgreSQL restart
- * checks it (test/reliability/chaos.e2e-spec.ts). Once the database answers
- * and no claim is in flight, they are given back without spending an
- * attempt. Only jobs claimed after the last one a claim handed us: a job we
- * did receive, whose outcome may still be on its way, is never among them.
+ * Jobs that are ours in the database and unknown here, which would sit
+ * 'executing' until their expire_seconds (an hour by default):
+ * - a claim whose answer was lost with its connection (a restarted server, a
+ *   cut connection) may have committed all the same; the fault suite's
+ *   PostgreSQL restart checks it (test/reliability/chaos.e2e-spec.ts);
+ * - a failover to an asynchronous standby loses the old primary's newest
+ *   commits: an outcome recorded there is gone, and the new primary still
+ *   has the job claimed by us (test/failover/lost-outcomes.e2e-spec.ts).
+ * Once the database answers after a claim failed on its connection or the
+ * server ended idle connections, and no claim is in flight, they are given back without spending an attempt. A job
+ * we hold (running, buffered) or whose outcome is on its way is never among
+ * them.
  */
 export class LostClaims {
   /** Claim statements awaiting their answer. */
   private inFlight = 0;
-  /** A claim failed on its connection: it may have committed jobs that never reached us. */
+  /** A claim failed on its connection: it may have committed jobs that never reached us, or the server may have failed over. */
   private possible = false;
-  /** The latest claim time (database clock, ms) of any job a claim handed us. */
-  private lastClaimAt = 0;
+  /** StampededDatabase.lostConnections when last looked: more since, and the server may have restarted or failed over. */
+  private seenLost = 0;
 
   constructor(
     private readonly db: StampededDatabase,
@@ -43,20 +47,14 @@ export class LostClaims {
     }
   }
 
-  /** A claim handed us these jobs. */
-  received(jobs: readonly Job[]): void {
-    for (const job of jobs) {
-      const claimedAt = job.claimedAt ? job.claimedAt.getTime() : 0;
-      if (claimedAt > this.lastClaimAt) this.lastClaimAt = claimedAt;
-    }
-  }
-
-  /** Gives back the jobs of lost answers, if a claim may have lost one; `held`: whether this worker has the job (running or buffered). */
+  /** Gives back the jobs we own but do not know of, if a claim failed on its connection; `held`: whether this worker has the job (running or buffered). */
   async giveBack(held: (jobId: string) => boolean): Promise<void> {
-    if (!this.possible || this.inFlight > 0) return;
-    const rows = await this.db.query<{ id: string; queue: string; attempt: number }>(UNKNOWN_CLAIMS, [this.workerId, new Date(this.lastClaimAt).toISOString()]);
+    const lost = this.db.lostConnections;
+    if ((!this.possible && lost === this.seenLost) || this.inFlight > 0) return;
+    const rows = await this.db.query<{ id: string; queue: string; attempt: number }>(UNKNOWN_CLAIMS, [this.workerId]);
     this.possible = false;
-    const unknown = rows.filter((r) => !held(r.id));
+    this.seenLost = lost;
+    const unknown = rows.filter((r) => !held(r.id) && !this.recorder.isRecording(r.id));
     if (!unknown.length) return;
     this.logger.warn(LOST_CLAIMS_GIVEN_BACK(unknown.length));
     await Promise.all(unknown.map((r) => this.recorder.release({ id: r.id, queue: r.queue, attempt: r.attempt } as Job)));

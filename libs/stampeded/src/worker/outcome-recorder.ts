@@ -56,6 +56,8 @@ export class OutcomeRecorder {
   private pending: PendingCompletion[] = [];
   private flushing?: Promise<void>;
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Jobs whose outcome is on its way: LostClaims must not give them back. */
+  private readonly recording = new Map<string, number>();
   /** Places at the back of a key's order (toBackOfOrder): UUIDv7s, as the enqueue draws a job's first place. */
   private readonly positions = new UuidV7Source();
 
@@ -77,13 +79,16 @@ export class OutcomeRecorder {
    * has one, and false if the job was no longer ours.
    */
   complete(job: Job, result: string | null = null): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      this.pending.push({ job, result, resolve, reject });
-      // One turn of the event loop first, so that jobs finishing together go
-      // in one statement: flushed at once, the first job of every burst would
-      // go alone, a whole commit for one row.
-      if (!this.flushing) this.flushing = new Promise<void>((r) => setImmediate(r)).then(() => this.flush());
-    });
+    return this.track(
+      [job],
+      new Promise<boolean>((resolve, reject) => {
+        this.pending.push({ job, result, resolve, reject });
+        // One turn of the event loop first, so that jobs finishing together go
+        // in one statement: flushed at once, the first job of every burst would
+        // go alone, a whole commit for one row.
+        if (!this.flushing) this.flushing = new Promise<void>((r) => setImmediate(r)).then(() => this.flush());
+      }),
+    );
   }
 
   private async flush(): Promise<void> {
@@ -111,6 +116,7 @@ export class OutcomeRecorder {
 
   async fail(job: Job, failure: FailureRecord): Promise<FailureResult> {
     const rows = await this.track(
+      [job],
       this.persist(() => {
         const values = [
           job.queue,
@@ -143,6 +149,7 @@ export class OutcomeRecorder {
     const sorted = [...failures].sort((a, b) => (a.job.id < b.job.id ? -1 : a.job.id > b.job.id ? 1 : 0));
     const column = <T>(pick: (f: { job: Job; failure: FailureRecord }) => T) => sorted.map(pick);
     const rows = await this.track(
+      failures.map((f) => f.job),
       this.persist(() => {
         const values = [
           this.workerId,
@@ -172,6 +179,7 @@ export class OutcomeRecorder {
   /** Cancels a job this worker runs, fenced (CANCEL_CLAIMED): false when it was no longer ours, and nothing changed. */
   async cancel(job: Job): Promise<boolean> {
     const rows = await this.track(
+      [job],
       this.persist(() => {
         const values = [job.queue, job.id, this.workerId, job.attempt];
         const channel = this.eventsChannel();
@@ -188,12 +196,18 @@ export class OutcomeRecorder {
    */
   async toBackOfOrder(job: Job): Promise<void> {
     const [position] = this.positions.many(1);
-    await this.track(this.persist(() => this.db.query(ORDERING_TO_BACK, [job.queue, job.id, job.attempt, position])));
+    await this.track(
+      [job],
+      this.persist(() => this.db.query(ORDERING_TO_BACK, [job.queue, job.id, job.attempt, position])),
+    );
   }
 
   /** Gives a job back without spending its attempt: it runs again as if never claimed. */
   async release(job: Job): Promise<boolean> {
-    const rows = await this.track(this.persist(() => this.db.query(RELEASE, [job.queue, job.id, this.workerId, job.attempt])));
+    const rows = await this.track(
+      [job],
+      this.persist(() => this.db.query(RELEASE, [job.queue, job.id, this.workerId, job.attempt])),
+    );
     return rows.length > 0;
   }
 
@@ -204,9 +218,24 @@ export class OutcomeRecorder {
     }
   }
 
-  private track<T>(promise: Promise<T>): Promise<T> {
+  /** Whether an outcome of this job is on its way to the database. */
+  isRecording(jobId: string): boolean {
+    return this.recording.has(jobId);
+  }
+
+  private track<T>(jobs: readonly Job[], promise: Promise<T>): Promise<T> {
     this.inFlight.add(promise);
-    void promise.finally(() => this.inFlight.delete(promise)).catch(() => {});
+    for (const { id } of jobs) this.recording.set(id, (this.recording.get(id) ?? 0) + 1);
+    void promise
+      .finally(() => {
+        this.inFlight.delete(promise);
+        for (const { id } of jobs) {
+          const n = (this.recording.get(id) ?? 1) - 1;
+          if (n > 0) this.recording.set(id, n);
+          else this.recording.delete(id);
+        }
+      })
+      .catch(() => {});
     return promise;
   }
 
