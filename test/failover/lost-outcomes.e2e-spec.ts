@@ -39,7 +39,7 @@ describe('outcomes and claims lost with a failover to an asynchronous standby', 
       [id, ms, runInMs],
     );
 
-  it('runs again a job whose completion was lost', async () => {
+  it('runs again a job whose completion was lost, and runs once a job whose claim was lost and made again', async () => {
     const hosts = [`127.0.0.1:${primary.port}`, `127.0.0.1:${standby.port}`];
     worker = WorkerProcess.start({
       url: primary.url,
@@ -78,5 +78,10 @@ describe('outcomes and claims lost with a failover to an asynchronous standby', 
     // The completed job ran again: its completion was lost.
     expect(ends(completion)).toBe(2);
     expect(worker.events.slice(rerunFrom).filter((e) => e.event === 'completed' && e.id === completion).length).toBe(2);
+    // The job whose claim was lost ran on; the worker claimed it again on the
+    // new primary at the same attempt, and the run under way stood for that
+    // claim: one run, one completion, no second run beside the first.
+    expect(worker.events.filter((e) => e.event === 'run' && e.id === claim).map((e) => e.phase)).toEqual(['start', 'end']);
+    expect(worker.events.filter((e) => e.event === 'completed' && e.id === claim).length).toBe(1);
   });
 });

@@ -130,6 +130,10 @@ export class JobExecutor {
     return this.running.get(jobId) !== undefined;
   }
 
+  attemptOf(jobId: string): number | undefined {
+    return this.running.get(jobId)?.job.attempt;
+  }
+
   /**
    * Runs one claimed job to its recorded outcome. `claimedAt` is when it was
    * claimed by this process's clock: its deadline counts from there.

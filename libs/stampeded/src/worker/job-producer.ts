@@ -34,6 +34,8 @@ export interface JobRunner {
   /** The jobs of the queue running here, those in chunks too: what a queue's cap counts. */
   runningIn(queue: string): number;
   isRunning(jobId: string): boolean;
+  /** The attempt of the job with this id running here, if one is. */
+  attemptOf(jobId: string): number | undefined;
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome>;
   giveBack(job: Job): Promise<RunOutcome>;
 }
@@ -339,7 +341,8 @@ export class JobProducer {
     // ones ended (SlowClaims); one on a test clock reads it all.
     const cursored = claimer.cursored && now === null;
     const after = cursored && !full ? this.slowClaims.from(queue, this.started && !this.room.capped(queue)) : null;
-    const answer = await this.lostClaims.track(() => claimer.claim(queue, limit, now, after));
+    const claimed = await this.lostClaims.track(() => claimer.claim(queue, limit, now, after));
+    const answer = this.lostClaims.withoutHeld(claimed, (id) => this.runner.attemptOf(id), this.buffer.peek());
     if (cursored) this.slowClaims.record(queue, { after, limit, jobs: answer.jobs, tookMs: Date.now() - sentAt });
     // The statement began after it was sent; a limited claim says how long after that it counted (CLAIM_LIMITED).
     const countedAt = sentMono + (now === null ? Math.max(0, answer.countedAfterMs ?? 0) : 0);

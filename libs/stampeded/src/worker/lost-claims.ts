@@ -47,6 +47,20 @@ export class LostClaims {
     }
   }
 
+  /**
+   * A claim that hands back, at the same attempt, a job this worker already
+   * runs (`running`: the attempt running here) or buffers: its earlier claim
+   * was lost (a failover to an asynchronous standby, or the reaper gave it
+   * away during a stall) and this worker claimed it again. The run under way
+   * stands for the new claim, whose (worker, attempt) fence its outcome
+   * passes: a second run would overlap it. Such jobs are left out.
+   */
+  withoutHeld<A extends { jobs: Job[] }>(answer: A, running: (jobId: string) => number | undefined, buffered: readonly Job[]): A {
+    const inBuffer = buffered.length ? new Map(buffered.map((j) => [j.id, j.attempt])) : undefined;
+    const held = (job: Job) => (running(job.id) ?? inBuffer?.get(job.id)) === job.attempt;
+    return answer.jobs.some(held) ? { ...answer, jobs: answer.jobs.filter((job) => !held(job)) } : answer;
+  }
+
   /** Gives back the jobs we own but do not know of, if a claim failed on its connection; `held`: whether this worker has the job (running or buffered). */
   async giveBack(held: (jobId: string) => boolean): Promise<void> {
     const lost = this.db.lostConnections;
