@@ -85,6 +85,7 @@ describe('security: no SQL built from user input', () => {
     "sealedKeyIdSql('j.args')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (sql/encryption.sql.ts)',
     "sealedKeyIdSql('j.result')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (sql/encryption.sql.ts)',
     "sealedKeyIdSql('s.args')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (sql/encryption.sql.ts)',
+    "sealedKeyIdSql('args')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (@stampeded/testing sql/jobs.sql.ts)',
     "SEALED_IV('j.args')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (sql/encryption.sql.ts)',
     "SEALED_IV('j.result')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (sql/encryption.sql.ts)',
     "SEALED_IV('s.args')": 'a constant expression over a constant column name and ENVELOPE_KEY, a constant (sql/encryption.sql.ts)',

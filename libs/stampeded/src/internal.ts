@@ -39,6 +39,7 @@ export { VacuumWatch, VACUUM_WARNINGS } from './maintenance/vacuum-watch.js';
 export type { VacuumStanding } from './maintenance/vacuum-watch.js';
 export { vacuumReading } from './maintenance/health-reporter.js';
 export { JobCipher } from './encryption/job-cipher.js';
+export { JobEncryption } from './encryption/job-encryption.js';
 export { EncryptionRotator, ROTATE_BATCH_SIZE } from './encryption/encryption-rotator.js';
 export { envelopeOf } from './encryption/envelope.js';
 export { sealedKeyIdSql } from './sql/encryption.sql.js';

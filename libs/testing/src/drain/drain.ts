@@ -1,8 +1,8 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Job, JobState, TaskClass } from '@stampeded/nestjs';
-import { JOB_STATES, StampededDatabase, taskNameOf, toJob, WAITING_STATES } from '@stampeded/nestjs/internal';
-import { WorkerOrchestrator, type DrainOptions, type DrainResult } from '@stampeded/nestjs/internal-runtime';
-import { ENQUEUED_SAMPLE, MATCHING_JOBS } from '../sql/jobs.sql.js';
+import { envelopeOf, JOB_STATES, JobEncryption, StampededDatabase, taskNameOf, toJob, WAITING_STATES } from '@stampeded/nestjs/internal';
+import { QueueRegistry, STAMPEDED_OPTIONS, WorkerOrchestrator, type DrainOptions, type DrainResult } from '@stampeded/nestjs/internal-runtime';
+import { ENQUEUED_SAMPLE, MATCHING_JOBS, OPENED_ARGS_CONTAIN } from '../sql/jobs.sql.js';
 import { BAD_STATES, NOT_ENQUEUED } from '../testing.messages.js';
 
 /**
@@ -30,6 +30,8 @@ export interface ExpectEnqueuedOptions {
 /**
  * Asserts that matching jobs are enqueued and returns them; throws an error
  * listing what is enqueued instead when they are not. Oban's assert_enqueued.
+ * Args stored encrypted are opened with the app's keys (forRoot's
+ * `encryption`), matched and returned as plaintext, as getJob() returns them.
  */
 export async function expectEnqueued(app: INestApplicationContext, options: ExpectEnqueuedOptions): Promise<Job[]> {
   const db = app.get(StampededDatabase, { strict: false });
@@ -37,19 +39,27 @@ export async function expectEnqueued(app: INestApplicationContext, options: Expe
   const unknown = states.find((s) => !JOB_STATES.includes(s));
   if (unknown !== undefined) throw new Error(BAD_STATES('expectEnqueued()', unknown, JOB_STATES));
   const task = options.task === undefined ? undefined : taskNameOf(options.task);
+  const encryption = new JobEncryption(app.get(STAMPEDED_OPTIONS, { strict: false }), app.get(QueueRegistry, { strict: false }));
   const rows = await db.query(MATCHING_JOBS, [states, task ?? null, options.queue ?? null, options.args ? JSON.stringify(options.args) : null]);
-  const ok = options.count === undefined ? rows.length > 0 : rows.length === options.count;
+  let jobs = rows.map((row) => encryption.openForReading(toJob(row)));
+  const sealed = options.args ? rows.flatMap((row, i) => (envelopeOf(row.args) ? [i] : [])) : [];
+  if (sealed.length) {
+    const opened = sealed.map((i) => JSON.stringify(jobs[i].args));
+    const holding = new Set((await db.query(OPENED_ARGS_CONTAIN, [opened, JSON.stringify(options.args)])).map((r) => sealed[r.index as number]));
+    jobs = jobs.filter((_job, i) => !sealed.includes(i) || holding.has(i));
+  }
+  const ok = options.count === undefined ? jobs.length > 0 : jobs.length === options.count;
   if (!ok) {
     const present = await db.query(ENQUEUED_SAMPLE, [states]);
     throw new Error(
       NOT_ENQUEUED(
         String(options.count ?? 'at least one'),
         JSON.stringify({ ...options, task, states }),
-        rows.length,
+        jobs.length,
         states,
-        present.map((r) => `${r.queue}/${r.task} ${JSON.stringify(r.args)}`),
+        present.map((r) => `${r.queue}/${r.task} ${JSON.stringify(encryption.readable(r.task, r.args))}`),
       ),
     );
   }
-  return rows.map(toJob);
+  return jobs;
 }
