@@ -4,6 +4,7 @@ import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type pg from 'pg';
 import { InjectQueue, Queue, QueueService, StampededModule, Task, migrate, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { ReadDatabase } from '@stampeded/nestjs/internal';
 import { TestClock, drain, expectEnqueued, type TestDatabase } from '@stampeded/testing';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -169,6 +170,37 @@ describe('StampededModule', () => {
       expect(() => StampededModule.forRoot({ readConnection } as never)).toThrow(
         /forRoot\(\): readConnection must name the app's TypeORM DataSource of a replica/,
       );
+    }
+  });
+
+  it('forRootAsync takes a readConnection by name beside the factory, or as settings from it', async () => {
+    // The test's own database stands in for the replica: a server not in recovery is caught up.
+    const beside = StampededModule.forRootAsync({ readConnection: 'replica', useFactory: () => ({ worker: { enabled: false } }) });
+    const fromFactory = StampededModule.forRootAsync({ useFactory: () => ({ worker: { enabled: false }, readConnection: { url: db.url } }) });
+    for (const stampeded of [beside, fromFactory]) {
+      @Module({
+        imports: [
+          TypeOrmModule.forRoot({ type: 'postgres', url: db.url }),
+          TypeOrmModule.forRoot({ name: 'replica', type: 'postgres', url: db.url }),
+          stampeded,
+        ],
+      })
+      class AsyncReadApp {}
+      const app = await create(AsyncReadApp);
+      try {
+        const reads = app.get(ReadDatabase);
+        expect(reads.replicated).toBe(true);
+        expect(await reads.status()).toEqual({ readingFrom: 'replica', caughtUp: true, lagSeconds: 0 });
+        const { id } = await app.get(QueueService).enqueue('noop', {});
+        expect((await app.get(QueueService).getJob(id, { replica: true }))?.id).toBe(id);
+        // Read on the pool of its own, which names itself to the server.
+        const { rows } = await sql.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'stampeded-reads' AND datname = current_database()`,
+        );
+        expect(rows[0].n).toBeGreaterThan(0);
+      } finally {
+        await app.close();
+      }
     }
   });
 
