@@ -56,7 +56,7 @@ pre{background:var(--surface);border:1px solid var(--border);padding:8px;overflo
 pre.error{border-left:4px solid var(--bad)}h2 .dim{font-weight:400;font-size:13px}
 p.replica{margin:-8px 0 12px;font-size:13px}
 details.json summary{cursor:pointer;color:var(--link);margin-bottom:4px}details.json pre{max-height:600px}
-form.inline{display:inline}button{cursor:pointer;padding:3px 10px;font:inherit}
+form.inline{display:inline}button{cursor:pointer;padding:3px 10px;font:inherit;overflow-wrap:normal}
 input,select,button,textarea{font:inherit}
 .filters p{margin:0 0 6px;display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center}.filters label{font-size:13px;color:var(--muted)}.filters input,.filters select{margin-left:2px;max-width:100%}
 .chart{background:var(--surface);border:1px solid var(--border);max-width:100%;height:auto}
@@ -73,8 +73,8 @@ a.button{display:inline-block;padding:2px 10px;border:1px solid var(--border);bo
 @media (max-width:600px){header{padding:8px 12px}main{padding:12px}header .tools{margin-left:0}
 table.cards thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 table.cards tr{display:block;border-bottom:2px solid var(--border);padding:4px 0}
-table.cards td{display:flex;gap:10px;border:0;padding:2px 8px}
-table.cards td::before{content:attr(data-label);flex:0 0 34%;color:var(--muted);font-size:12px;text-transform:uppercase}}
+table.cards td{display:block;position:relative;border:0;padding:2px 8px 2px calc(34% + 10px);min-height:1.45em}
+table.cards td::before{content:attr(data-label);position:absolute;left:8px;width:34%;overflow-wrap:anywhere;color:var(--muted);font-size:12px;text-transform:uppercase}}
 `;
 
 /**
