@@ -2,13 +2,11 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 import { createRequire } from 'node:module';
-import { RequestMethod } from '@nestjs/common';
-import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
 import type { BrowserContext, Page } from 'playwright-core';
 import { QueueService, Task, type TaskHandler } from '@stampeded/nestjs';
-import { DashboardPagesController } from '@stampeded/dashboard/internal';
 import { SCREENSHOTS, describeInChromium } from '../support/chromium.js';
 import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
+import { dashboardPageRoutes } from '../support/dashboard-pages.js';
 import { waitFor } from '../support/test-app.js';
 
 // Every page the dashboard serves, in Chromium, light and dark, at a
@@ -35,16 +33,6 @@ class Charge implements TaskHandler {
 @Task('a11y-nightly', { queue: 'orders', schedule: { cron: '0 3 * * *' } })
 class Nightly implements TaskHandler {
   async handle() {}
-}
-
-/** The dashboard's pages: the GET routes of its pages controller, as declared. */
-function pageRoutes(): string[] {
-  const proto = DashboardPagesController.prototype as unknown as Record<string, unknown>;
-  return Object.getOwnPropertyNames(proto)
-    .map((name) => proto[name])
-    .filter((handler) => typeof handler === 'function' && Reflect.getMetadata(METHOD_METADATA, handler) === RequestMethod.GET)
-    .map((handler) => String(Reflect.getMetadata(PATH_METADATA, handler as object)).replace(/^\/+|\/+$/g, ''))
-    .sort();
 }
 
 const VARIANTS = [
@@ -102,7 +90,7 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
 
   it('visits every page the pages controller serves', () => {
     // A page added without a visit here fails this test, not silently the others.
-    expect(Object.keys(visits()).sort()).toEqual(pageRoutes());
+    expect(Object.keys(visits()).sort()).toEqual(dashboardPageRoutes());
   });
 
   async function open(variant: (typeof VARIANTS)[number]): Promise<Page> {

@@ -7,7 +7,7 @@ import { QueueService, StampededModule, type StampededModuleOptions } from '@sta
 import { StampededDashboardModule, StampededHealthIndicator, StampededHealthModule, StampededMetricsModule } from '@stampeded/dashboard';
 import { createTestDatabase, type TestDatabase } from '@stampeded/testing';
 import { startPrimary, startStandby, type StartedPrimary, type Standby } from '../support/standby.js';
-import { describeInChromium } from '../support/chromium.js';
+import { describeInChromium, docsScreenshot } from '../support/chromium.js';
 import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
 import { sqlClient, waitFor } from '../support/test-app.js';
 
@@ -231,7 +231,7 @@ describe('reads from a replica (a streaming standby of a primary)', () => {
         await page.goto(`${app}/stampeded/jobs?queue=replica-browser`);
         return /behind the primary/.test((await page.locator('p.replica').textContent()) ?? '');
       }, 'the page to say the replica is behind');
-      await page.screenshot({ path: '.test-results/screenshots/dashboard-replica-lag.png' });
+      await page.screenshot({ path: docsScreenshot('dashboard-replica-lag.png') });
       expect(await page.locator(`a[href*="${id}"]`).count()).toBe(0);
       await resumeReplay();
       await page.goto(`${app}/stampeded/jobs?queue=replica-browser`);

@@ -8,6 +8,9 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const HAS_CHROMIUM = existsSync(CHROMIUM);
 export const SCREENSHOTS = '.test-results/screenshots';
 
+/** Where a screenshot the docs show is written: docs/images under `npm run docs:screenshots`, with the test results otherwise. */
+export const docsScreenshot = (file: string) => `${process.env.STAMPEDED_DOCS_SCREENSHOTS === '1' ? 'docs/images' : SCREENSHOTS}/${file}`;
+
 /** describe where Chromium is installed, describe.skip (saying why in the title) where it is not. */
 export function describeInChromium(title: string, suite: () => void): void {
   if (HAS_CHROMIUM) describe(`${title} (${CHROMIUM})`, suite);
