@@ -41,5 +41,5 @@ export { vacuumReading } from './maintenance/health-reporter.js';
 export { JobCipher } from './encryption/job-cipher.js';
 export { JobEncryption } from './encryption/job-encryption.js';
 export { EncryptionRotator, ROTATE_BATCH_SIZE } from './encryption/encryption-rotator.js';
-export { envelopeOf } from './encryption/envelope.js';
+export { envelopeOf, envelopeOfText } from './encryption/envelope.js';
 export { sealedKeyIdSql } from './sql/encryption.sql.js';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { JOB_STATES, envelopeOf } from '@stampeded/nestjs/internal';
+import { JOB_STATES, envelopeOf, envelopeOfText } from '@stampeded/nestjs/internal';
 import type { JobLogs } from '@stampeded/nestjs';
 import { JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { CliError, EXIT } from '../connection/cli-errors.js';
@@ -61,7 +61,7 @@ export function registerJobs(program: Command): void {
           );
           const log = logs as JobLogs;
           // A line of several lines keeps them, indented under its own.
-          const logLines = log.lines.map((l) => `  #${l.attempt} ${cell(l.at)} ${l.message.replace(/\n/g, '\n    ')}`);
+          const logLines = log.lines.map((l) => `  #${l.attempt} ${cell(l.at)} ${storedLine(l.message).replace(/\n/g, '\n    ')}`);
           if (log.dropped) logLines.unshift(`  (${log.dropped} older line${log.dropped === 1 ? '' : 's'} dropped)`);
           return [
             fields(Object.entries(rest).filter(([k]) => k !== 'dedup_key')),
@@ -104,6 +104,12 @@ export function registerJobs(program: Command): void {
 }
 
 /** Args or a result as stored; an encrypted one (docs/encryption.md) as "encrypted" and its key, not its ciphertext (the --json output keeps the envelope). */
+/** A log line as stored: an encrypted job's is said to be, with its key; the CLI holds no keys. */
+function storedLine(line: string): string {
+  const envelope = envelopeOfText(line);
+  return envelope ? `encrypted (key ${envelope.kid})` : line;
+}
+
 function stored(value: unknown): string {
   const envelope = envelopeOf(value);
   return envelope ? `encrypted (key ${envelope.kid}; readable only in a process that holds the key)` : JSON.stringify(value);

@@ -43,6 +43,20 @@ export function envelopeOf(value: unknown): Envelope | null {
 }
 
 /**
+ * The envelope a stored text is (a log line of an encrypted job, whose
+ * column is text, not jsonb), or null when it is a plain line: a line that
+ * is exactly an envelope's JSON, as envelopeOf() reads one.
+ */
+export function envelopeOfText(text: string): Envelope | null {
+  if (!text.startsWith(`{"${ENVELOPE_KEY}"`)) return null;
+  try {
+    return envelopeOf(JSON.parse(text));
+  } catch {
+    return null;
+  }
+}
+
+/**
  * `plaintext` (JSON text) encrypted under `key` as an envelope's JSON text.
  * `aad` (the job's task name) is authenticated, not stored: the envelope
  * opens only for a job of the same task.

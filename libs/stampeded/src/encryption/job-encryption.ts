@@ -8,7 +8,7 @@ import {
 } from '../stampeded.messages.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
-import { envelopeOf } from './envelope.js';
+import { envelopeOf, envelopeOfText } from './envelope.js';
 import { JobCipher } from './job-cipher.js';
 
 /** The app's queues as far as encryption asks: whether registerQueue() said `encrypt: true`. */
@@ -121,6 +121,29 @@ export class JobEncryption {
     job.args = this.readable(job.task, job.args) as Job['args'];
     job.result = this.readable(job.task, job.result);
     return job;
+  }
+
+  /**
+   * A ctx.log() line of an encrypted job as it is stored: the envelope's JSON
+   * text of the line as a JSON string, bound to the task's name as its args
+   * are. The caller cuts the line so that the envelope fits the column
+   * (LogReporter).
+   */
+  sealLine(task: string, line: string): string {
+    this.assertKeysFor(`ctx.log(): task "${task}"`);
+    return this.cipher!.seal(task, JSON.stringify(line));
+  }
+
+  /** A stored log line opened where this process holds its key, else as stored (the envelope's text, which names its key). */
+  readableLine(task: string, stored: string): string {
+    const envelope = envelopeOfText(stored);
+    if (!envelope || !this.cipher) return stored;
+    try {
+      const line: unknown = JSON.parse(this.cipher.open(task, envelope));
+      return typeof line === 'string' ? line : stored;
+    } catch {
+      return stored;
+    }
   }
 
   /** A stored value opened where this process holds its key, else as stored (see openForReading). */

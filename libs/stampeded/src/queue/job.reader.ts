@@ -63,7 +63,7 @@ export class JobReader {
     const [[row], lines] = await Promise.all([db.query(GET_JOB, [id, options.queue ?? null]), logs ? db.query<JobLogRow>(JOB_LOG_LINES, [id]) : undefined]);
     if (!row || (task !== undefined && row.task !== task)) return null;
     const job = this.encryption.openForReading(toJob(row));
-    if (lines) job.logs = toJobLogs(lines);
+    if (lines) job.logs = toJobLogs(lines.map((line) => ({ ...line, message: this.encryption.readableLine(job.task, line.message) })));
     return job;
   }
 

@@ -249,6 +249,8 @@ export class JobExecutor {
         },
       },
       this.config.eventsChannel,
+      // Lines a handler writes often hold what its args do: an encrypted job's are sealed as its args are.
+      entry.sealing.encrypted ? (line) => this.config.encryption.sealLine(entry.job.task, line) : undefined,
     ));
   }
 

@@ -2,7 +2,10 @@ import { jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
-import { logLineText, LogReporter } from './log-reporter.js';
+import { randomBytes } from 'node:crypto';
+import { JobCipher } from '../encryption/job-cipher.js';
+import { LIMITS } from '../stampeded.constants.js';
+import { logLineText, LogReporter, sealableLineText } from './log-reporter.js';
 
 describe('logLineText', () => {
   it('keeps a line within the limit as it is', () => {
@@ -25,6 +28,20 @@ describe('logLineText', () => {
     expect(logLineText('a\u0000b', 64)).toBe('a\uFFFDb');
     expect(logLineText(42, 64)).toBe('42');
     expect(logLineText(null, 64)).toBe('null');
+  });
+});
+
+describe('sealableLineText', () => {
+  const cipher = JobCipher.from('test', { keys: { k1: randomBytes(32) }, current: 'k1' });
+  const sealedBytes = (line: string) => Buffer.byteLength(cipher.seal('t', JSON.stringify(line)), 'utf8');
+
+  it('keeps a short line, and cuts a long one, escapes and all, so that its envelope fits the column', () => {
+    expect(sealableLineText('card ending 4242', 2048)).toBe('card ending 4242');
+    for (const line of ['x'.repeat(70_000), '\u0001'.repeat(70_000), '"'.repeat(70_000), 'é'.repeat(40_000)]) {
+      const text = sealableLineText(line, LIMITS.logLineBytes);
+      expect(text).toMatch(/ … \[cut from \d+ bytes\]$/);
+      expect(sealedBytes(text)).toBeLessThanOrEqual(LIMITS.logLineBytes);
+    }
   });
 });
 

@@ -5,6 +5,7 @@ import type { Job } from '../interfaces/job.interface.js';
 import { LOG_LINES } from '../sql/job-logs.sql.js';
 import { PROGRESS_INTERVAL_MS } from './progress-reporter.js';
 import { ReportSchedule } from './report-schedule.js';
+import { LIMITS } from '../stampeded.constants.js';
 
 const utf8 = new TextEncoder();
 
@@ -24,6 +25,28 @@ export function logLineText(message: unknown, maxBytes: number): string {
   // encodeInto() stops before a character that does not fit whole.
   const { read } = utf8.encodeInto(text, new Uint8Array(Math.max(0, maxBytes - Buffer.byteLength(note, 'utf8'))));
   return `${text.slice(0, read)}${note}`;
+}
+
+/**
+ * The longest JSON string of a line whose envelope fits the column
+ * (LIMITS.logLineBytes): the envelope holds it in base64, 4 bytes for 3,
+ * beside under 200 bytes of its other fields.
+ */
+const SEALED_JSON_BYTES = Math.floor((LIMITS.logLineBytes - 256) / 4) * 3;
+
+/**
+ * logLineText() for a line that is sealed (an encrypted job's): cut, too,
+ * so that its JSON string, whose escapes can take more bytes than the
+ * line, fits its envelope in the column.
+ */
+export function sealableLineText(message: unknown, maxBytes: number): string {
+  let max = Math.min(maxBytes, SEALED_JSON_BYTES);
+  for (;;) {
+    const text = logLineText(message, max);
+    const json = Buffer.byteLength(JSON.stringify(text), 'utf8');
+    if (json <= SEALED_JSON_BYTES) return text;
+    max = Math.floor((max * SEALED_JSON_BYTES) / json) - 64;
+  }
 }
 
 /** Lines waiting for a write, oldest first, and how many were dropped before them. */
@@ -52,6 +75,9 @@ function keepNewest(lines: Lines, max: number): Lines {
  * logs.maxLines, the newest: a handler that logs faster drops its older
  * lines here, counted, and its write costs what a full batch costs.
  *
+ * The lines of a job whose args are encrypted are sealed as its args are
+ * (`seal`), each cut first to what fits the column once sealed.
+ *
  * Best effort: a write the database refuses to take (a dropped connection)
  * is logged, and its lines go with the next; it never fails the job. A write
  * is not a touch: a handler logging does not say it is alive.
@@ -68,6 +94,8 @@ export class LogReporter {
     /** A write found the job no longer ours. */
     private readonly onLost: (reason: string) => void,
     intervalMs = PROGRESS_INTERVAL_MS,
+    /** A line as its encrypted job stores it; none for a job stored in plaintext. */
+    private readonly seal?: (line: string) => string,
   ) {
     this.schedule = new ReportSchedule(
       {
@@ -86,7 +114,7 @@ export class LogReporter {
   log(message: unknown, at = new Date()): void {
     const lines = this.schedule.waiting ?? { at: [], messages: [], dropped: 0 };
     lines.at.push(at);
-    lines.messages.push(logLineText(message, this.limits.maxLineBytes));
+    lines.messages.push(this.seal ? sealableLineText(message, this.limits.maxLineBytes) : logLineText(message, this.limits.maxLineBytes));
     void this.schedule.report(keepNewest(lines, this.limits.maxLines));
   }
 
@@ -109,7 +137,7 @@ export class LogReporter {
         this.workerId,
         this.job.attempt,
         lines.at,
-        lines.messages,
+        this.seal ? lines.messages.map(this.seal) : lines.messages,
         lines.dropped,
         this.limits.maxLines,
       ]);

@@ -32,6 +32,8 @@ export class RunReports {
     private readonly logLimits: LogLimits,
     private readonly hooks: RunReportHooks,
     private readonly eventsChannel?: () => string | undefined,
+    /** A log line as an encrypted job stores it: see LogReporter. */
+    private readonly sealLine?: (line: string) => string,
   ) {}
 
   /** ctx.progress(), its value already checked: see ProgressReporter. */
@@ -49,7 +51,15 @@ export class RunReports {
 
   /** ctx.log(): see LogReporter. */
   log(message: unknown, at?: Date): void {
-    this.logReporter ??= new LogReporter(this.db, this.workerId, this.job, this.logLimits, (reason) => this.hooks.onLost(reason));
+    this.logReporter ??= new LogReporter(
+      this.db,
+      this.workerId,
+      this.job,
+      this.logLimits,
+      (reason) => this.hooks.onLost(reason),
+      PROGRESS_INTERVAL_MS,
+      this.sealLine,
+    );
     this.logReporter.log(message, at);
   }
 
