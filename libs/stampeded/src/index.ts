@@ -9,6 +9,18 @@ export type { TaskDecorator, TaskClassFor, ChunkTaskDecorator, ChunkTaskClassFor
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { OnJobEventFilter } from './decorators/on-job-event.decorator.js';
 export { InjectQueue, getQueueToken } from './decorators/inject-queue.decorator.js';
+export {
+  getQueueServiceToken,
+  getJobEventsToken,
+  getSchedulesServiceToken,
+  getMaintenanceServiceToken,
+  getQueueControlServiceToken,
+  InjectQueueService,
+  InjectJobEvents,
+  InjectSchedulesService,
+  InjectMaintenanceService,
+  InjectQueueControlService,
+} from './instances/instance.tokens.js';
 export { JobEvents } from './events/job-events.js';
 export { MaintenanceService } from './maintenance/maintenance.service.js';
 export { QueueControlService } from './control/queue-control.service.js';
@@ -36,7 +48,7 @@ export {
   JobWaitError,
   EncryptionError,
 } from './errors/stampeded.errors.js';
-export { DEFAULT_QUEUE } from './stampeded.constants.js';
+export { DEFAULT_QUEUE, DEFAULT_INSTANCE } from './stampeded.constants.js';
 export { JOB_STATES } from './interfaces/job.interface.js';
 export type { Job, JobState, FailureKind, JobErrorEntry, JobProgress, JobLogs, JobLogLine, QueueCounts } from './interfaces/job.interface.js';
 export type { JobOptions, EnqueueOptions, EnqueueResult, DedupPeriod, DedupMode, DedupOptions } from './interfaces/job-options.interface.js';

@@ -7,3 +7,4 @@ export { NotificationListener } from './database/notification-listener.js';
 // An app's own options and queues, from which @stampeded/testing builds the app's JobEncryption.
 export { QueueRegistry } from './queue/queue.registry.js';
 export { STAMPEDED_OPTIONS } from './stampeded.constants.js';
+export { StampededInstances } from './instances/stampeded-instances.js';

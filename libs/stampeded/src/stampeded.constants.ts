@@ -4,6 +4,12 @@ export const STAMPEDED_OPTIONS = Symbol('STAMPEDED_OPTIONS');
 export const TASK_METADATA = 'stampeded:task';
 /** Metadata key that @OnJobEvent() writes on a method. */
 export const ON_JOB_EVENT_METADATA = 'stampeded:on-job-event';
+/** The name of the instance forRoot() declares without a name, whose tokens are the service classes themselves. */
+export const DEFAULT_INSTANCE = 'default';
+/** The instance a name means: undefined and 'default' are the default instance. */
+export const instanceNameOf = (name?: string): string => name ?? DEFAULT_INSTANCE;
+/** The token of an instance's handle (StampededInstance), for the sibling packages: a string for every instance, the default's too. */
+export const instanceHandleToken = (instance?: string): string => `Stampeded:${instanceNameOf(instance)}:instance`;
 /** The queue a job goes to when neither its task nor its enqueue names one. */
 export const DEFAULT_QUEUE = 'default';
 /** Whether an app hears other processes' job events, and its workers send theirs, when its options do not say. */

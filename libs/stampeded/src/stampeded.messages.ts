@@ -3,6 +3,8 @@ import { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 
 // Every error Stampeded raises says what was wrong and what to do about it.
 
+export * from './instances/instance.messages.js';
+
 /** The oldest PostgreSQL major Stampeded runs on, as the server check reads it. */
 const OLDEST_MAJOR = Math.floor(REQUIRED_SERVER_VERSION_NUM / 10000);
 

@@ -1,37 +1,37 @@
 import { Global, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { STAMPEDED_OPTIONS } from './stampeded.constants.js';
-import { createDatabaseProvider, createReadDatabaseProvider, STAMPEDED_DATA_SOURCE, STAMPEDED_READ_DATA_SOURCE } from './database/database.provider.js';
+import { STAMPEDED_DATA_SOURCE, STAMPEDED_READ_DATA_SOURCE } from './database/database.provider.js';
 import { ReadDatabase } from './database/read-database.js';
-import { createJobColumnDefaultsProvider } from './queue/job-column-defaults.js';
 import { dataSourceDependency } from './database/typeorm-token.js';
 import type { DataSource } from 'typeorm';
-import { TaskRegistry } from './explorer/task.registry.js';
-import { TaskExplorer } from './explorer/task.explorer.js';
-import { JobEvents } from './events/job-events.js';
 import { QueueRegistry } from './queue/queue.registry.js';
 import { QueueService } from './queue/queue.service.js';
 import { Queue } from './queue/queue.js';
+import { JobEvents } from './events/job-events.js';
+import { TaskRegistry } from './explorer/task.registry.js';
 import { WorkerOrchestrator } from './worker/worker.orchestrator.js';
 import { MaintenanceService } from './maintenance/maintenance.service.js';
-import { resolveMaintenanceConfig } from './maintenance/maintenance.config.js';
 import { SchedulesService } from './scheduler/schedules.service.js';
-import { SchedulerOrchestrator } from './scheduler/scheduler.orchestrator.js';
-import { resolveSchedulesConfig } from './scheduler/schedules.config.js';
 import { QueueControlService } from './control/queue-control.service.js';
+import { resolveMaintenanceConfig } from './maintenance/maintenance.config.js';
+import { resolveSchedulesConfig } from './scheduler/schedules.config.js';
 import { resolveControlConfig } from './control/control.config.js';
 import { resolveTracingConfig } from './tracing/tracing.config.js';
-import { createTracerProvider } from './tracing/tracing.provider.js';
 import { StampededDatabase } from './database/stampeded-database.js';
-import { NotificationListener } from './database/notification-listener.js';
 import { getQueueToken } from './decorators/inject-queue.decorator.js';
+import { defaultInstanceAlias, instanceProviders, namedInstanceModule } from './instances/instance.module.js';
+import { StampededInstances, StampededInstancesModule, type StampededInstance } from './instances/stampeded-instances.js';
+import { instanceHandleToken } from './instances/instance.tokens.js';
 import { StampededConfigError } from './errors/stampeded.errors.js';
 import { cipherOf } from './encryption/job-encryption.js';
+import { DEFAULT_INSTANCE, instanceNameOf } from './stampeded.constants.js';
 import {
   ASYNC_OPTIONS_SOURCE_REQUIRED,
   FLEET_EVENTS_NEED_LISTEN,
   INVALID_CLOCK_OPTION,
   INVALID_EVENTS_OPTION,
+  INVALID_INSTANCE_NAME,
   INVALID_MIGRATIONS_OPTION,
   INVALID_POOLER_OPTION,
   INVALID_READ_CONNECTION,
@@ -40,6 +40,7 @@ import {
   LISTEN_CONNECTION_WITHOUT_POOLER,
   NOT_A_WHOLE_NUMBER,
   RENAMED_OPTION,
+  UNKNOWN_INSTANCE,
   UNKNOWN_OPTIONS,
 } from './stampeded.messages.js';
 import type {
@@ -49,19 +50,6 @@ import type {
   StampededOptionsFactory,
 } from './interfaces/stampeded-options.interface.js';
 
-const CORE_PROVIDERS: Provider[] = [
-  TaskRegistry,
-  TaskExplorer,
-  JobEvents,
-  QueueRegistry,
-  QueueService,
-  WorkerOrchestrator,
-  MaintenanceService,
-  SchedulesService,
-  SchedulerOrchestrator,
-  QueueControlService,
-  NotificationListener,
-];
 const CORE_EXPORTS = [
   QueueService,
   JobEvents,
@@ -75,6 +63,7 @@ const CORE_EXPORTS = [
 ];
 
 const OPTION_NAMES = [
+  'name',
   'schema',
   'dataSource',
   'connection',
@@ -128,6 +117,9 @@ function validateModuleOptions(options: StampededModuleOptions): StampededModule
     if (value !== undefined && (!Number.isInteger(value) || (value as number) < 0)) {
       throw new StampededConfigError(NOT_A_WHOLE_NUMBER(where, `worker.${key}`, value, 0, key === 'prefetch' ? "'auto'" : undefined));
     }
+  }
+  if (options.name !== undefined && (typeof options.name !== 'string' || !/^[A-Za-z0-9_-]{1,63}$/.test(options.name))) {
+    throw new StampededConfigError(INVALID_INSTANCE_NAME(where, options.name));
   }
   if (options.events !== undefined && options.events !== 'fleet' && options.events !== 'local') {
     throw new StampededConfigError(INVALID_EVENTS_OPTION(where, options.events));
@@ -184,20 +176,17 @@ const STAMPEDED_EXPLICIT_OPTIONS = Symbol('STAMPEDED_EXPLICIT_OPTIONS');
  */
 @Global()
 @Module({
-  imports: [DiscoveryModule],
+  imports: [DiscoveryModule, StampededInstancesModule],
   providers: [
     {
       provide: STAMPEDED_OPTIONS,
       inject: [{ token: STAMPEDED_EXPLICIT_OPTIONS, optional: true }],
       useFactory: (explicit?: StampededModuleOptions) => explicit ?? {},
     },
-    createDatabaseProvider(),
-    createReadDatabaseProvider(),
-    createJobColumnDefaultsProvider(),
-    createTracerProvider(),
-    ...CORE_PROVIDERS,
+    ...instanceProviders(),
+    defaultInstanceAlias,
   ],
-  exports: [...CORE_EXPORTS, StampededDatabase, ReadDatabase],
+  exports: [...CORE_EXPORTS, StampededDatabase, ReadDatabase, defaultInstanceAlias],
 })
 export class StampededCoreModule {}
 
@@ -206,31 +195,36 @@ export class StampededCoreModule {}
  * app's default TypeORM DataSource, schema public); `forRoot(options)` and
  * `forRootAsync(...)` configure it; `registerQueue(...)` adds per-queue
  * settings and a queue handle for @InjectQueue(name). Global: import it once.
+ * `forRoot({ name })` declares another instance, on another database, beside
+ * the default one (docs/module.md, "Several databases").
  */
 @Module({ imports: [StampededCoreModule], exports: [StampededCoreModule] })
 export class StampededModule {
   static forRoot(options: StampededModuleOptions = {}): DynamicModule {
     validateModuleOptions(options);
     const read = typeof options.readConnection === 'string' ? options.readConnection : undefined;
-    const providers = [
-      { provide: STAMPEDED_EXPLICIT_OPTIONS, useValue: options },
-      namedDataSourceProvider(options.dataSource),
-      ...(read ? [readDataSourceProvider(read)] : []),
-    ];
+    const dataSources = [namedDataSourceProvider(options.dataSource), ...(read ? [readDataSourceProvider(read)] : [])];
+    if (instanceNameOf(options.name) !== DEFAULT_INSTANCE) {
+      return namedInstanceModule(options.name!, [{ provide: STAMPEDED_OPTIONS, useValue: options }, ...dataSources]);
+    }
+    const providers = [{ provide: STAMPEDED_EXPLICIT_OPTIONS, useValue: options }, ...dataSources];
     return { global: true, module: StampededModule, providers, exports: providers.map((p) => p.provide) };
   }
 
   /**
    * `dataSource` names the app's TypeORM DataSource here, as the factory runs
    * too late to choose it; so does `readConnection` name a replica's (the
-   * factory may return the replica's DataSource itself, or its connection).
+   * factory may return the replica's DataSource itself, or its connection),
+   * and `name` the instance, whose tokens are made before the factory runs.
    */
-  static forRootAsync(options: StampededModuleAsyncOptions & { dataSource?: string; readConnection?: string }): DynamicModule {
-    const providers = [
-      ...asyncOptionsProviders(options),
-      namedDataSourceProvider(options.dataSource),
-      ...(options.readConnection ? [readDataSourceProvider(options.readConnection)] : []),
-    ];
+  static forRootAsync(options: StampededModuleAsyncOptions & { dataSource?: string; readConnection?: string; name?: string }): DynamicModule {
+    const dataSources = [namedDataSourceProvider(options.dataSource), ...(options.readConnection ? [readDataSourceProvider(options.readConnection)] : [])];
+    if (instanceNameOf(options.name) !== DEFAULT_INSTANCE) {
+      validateModuleOptions({ name: options.name });
+      const named = asyncOptionsProviders(options, STAMPEDED_OPTIONS, options.name);
+      return namedInstanceModule(options.name!, [...named, ...dataSources], options.imports ?? []);
+    }
+    const providers = [...asyncOptionsProviders(options), ...dataSources];
     return {
       global: true,
       module: StampededModule,
@@ -244,10 +238,14 @@ export class StampededModule {
   static registerQueue(...queues: RegisterQueueOptions[]): DynamicModule {
     const providers: Provider[] = queues.map((queue) => ({
       provide: getQueueToken(queue.name),
-      inject: [QueueRegistry, QueueService],
-      useFactory: (registry: QueueRegistry, service: QueueService) => {
-        registry.register(queue);
-        return new Queue(queue.name, service);
+      inject: [{ token: instanceHandleToken(queue.instance), optional: true }, StampededInstances],
+      useFactory: (instance: StampededInstance | undefined, instances: StampededInstances) => {
+        if (!instance) {
+          const what = `StampededModule.registerQueue(${JSON.stringify(queue.name)})`;
+          throw new StampededConfigError(UNKNOWN_INSTANCE(what, instanceNameOf(queue.instance), instances.names()));
+        }
+        instance.queues.register(queue);
+        return new Queue(queue.name, instance.queue);
       },
     }));
     return { module: StampededQueueModule, providers, exports: providers };
@@ -279,13 +277,15 @@ function readDataSourceProvider(name: string) {
 @Module({})
 export class StampededQueueModule {}
 
-function asyncOptionsProviders(options: StampededModuleAsyncOptions): Provider[] {
+/** The options forRootAsync() makes, under `token`; a named instance's carry its name whatever the factory returns. */
+function asyncOptionsProviders(options: StampededModuleAsyncOptions, token: symbol = STAMPEDED_EXPLICIT_OPTIONS, name?: string): Provider[] {
+  const named = (made: StampededModuleOptions) => validateModuleOptions(name === undefined ? made : { ...made, name });
   if (options.useFactory) {
     return [
       {
-        provide: STAMPEDED_EXPLICIT_OPTIONS,
+        provide: token,
         inject: options.inject ?? [],
-        useFactory: async (...args: unknown[]) => validateModuleOptions(await options.useFactory!(...args)),
+        useFactory: async (...args: unknown[]) => named(await options.useFactory!(...args)),
       },
     ];
   }
@@ -294,9 +294,9 @@ function asyncOptionsProviders(options: StampededModuleAsyncOptions): Provider[]
   return [
     ...(options.useClass ? [{ provide: options.useClass, useClass: options.useClass }] : []),
     {
-      provide: STAMPEDED_EXPLICIT_OPTIONS,
+      provide: token,
       inject: [factoryClass],
-      useFactory: async (factory: StampededOptionsFactory) => validateModuleOptions(await factory.createStampededOptions()),
+      useFactory: async (factory: StampededOptionsFactory) => named(await factory.createStampededOptions()),
     },
   ];
 }

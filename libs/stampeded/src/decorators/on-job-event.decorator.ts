@@ -7,6 +7,8 @@ export interface OnJobEventFilter {
   task?: string;
   /** Only events of jobs of this queue. */
   queue?: string;
+  /** Events of this instance (forRoot's `name`). Default: the default instance. */
+  instance?: string;
 }
 
 /**

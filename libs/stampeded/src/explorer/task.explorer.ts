@@ -1,7 +1,10 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
-import { ON_JOB_EVENT_METADATA, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
+import { DEFAULT_INSTANCE, DEFAULT_QUEUE, instanceNameOf, ON_JOB_EVENT_METADATA, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
+import { StampededInstances } from '../instances/stampeded-instances.js';
+import { StampededConfigError } from '../errors/stampeded.errors.js';
+import { INVALID_OPTION, NO_DEFAULT_INSTANCE, UNKNOWN_INSTANCE } from '../stampeded.messages.js';
 import type { TaskMetadata } from '../interfaces/task.interface.js';
 import type { JobEventType } from '../interfaces/job-event.interface.js';
 import { TaskRegistry } from './task.registry.js';
@@ -14,6 +17,9 @@ import type { StampededModuleOptions } from '../interfaces/stampeded-options.int
  * Collects @Task providers into the registry and subscribes @OnJobEvent
  * methods, once, at module init: every provider is instantiated by then, and
  * nothing has run yet, so a bad declaration stops the app before it starts.
+ * Each instance's explorer takes the tasks and methods that name its
+ * instance (no name: the default one); every instance's handle exists by
+ * then, so a name no instance answers to stops the app too.
  */
 @Injectable()
 export class TaskExplorer implements OnModuleInit {
@@ -27,16 +33,46 @@ export class TaskExplorer implements OnModuleInit {
     private readonly events: JobEvents,
     private readonly queues: QueueRegistry,
     @Inject(STAMPEDED_OPTIONS) private readonly options: StampededModuleOptions,
+    private readonly instances: StampededInstances,
   ) {}
+
+  private get instance(): string {
+    return instanceNameOf(this.options.name);
+  }
 
   onModuleInit(): void {
     const wrappers = this.discovery.getProviders().filter((w) => w.isDependencyTreeStatic() && w.instance && w.metatype);
     for (const wrapper of wrappers) {
       const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype!);
-      if (metadata) this.registry.register(wrapper.metatype as any, wrapper.instance, metadata);
+      if (metadata && this.isOurs(`@Task('${metadata.name}') on ${wrapper.metatype!.name}`, metadata.instance)) {
+        this.registry.register(wrapper.metatype as any, wrapper.instance, metadata);
+      }
       this.subscribeEventMethods(wrapper);
     }
     this.requireKeys();
+    this.claimNames();
+  }
+
+  /** Whether a declaration that names `instance` belongs to this one; refuses a name no instance of the app answers to. */
+  private isOurs(what: string, instance: unknown): boolean {
+    if (instance !== undefined && (typeof instance !== 'string' || !instance)) {
+      throw new StampededConfigError(INVALID_OPTION(what, 'instance', `must be an instance's name (forRoot's name), got ${JSON.stringify(instance)}`));
+    }
+    const owner = instanceNameOf(instance);
+    if (!this.instances.has(owner)) {
+      throw new StampededConfigError(
+        owner === DEFAULT_INSTANCE ? NO_DEFAULT_INSTANCE(what, this.instances.names()) : UNKNOWN_INSTANCE(what, owner, this.instances.names()),
+      );
+    }
+    return owner === this.instance;
+  }
+
+  /** Tells the app's other instances which tasks and queues are this one's: a name two of them hold is refused (StampededInstances.claim). */
+  private claimNames(): void {
+    const fallback = this.options.defaultJobOptions?.queue ?? DEFAULT_QUEUE;
+    this.instances.claim(this.instance, 'task', this.registry.names());
+    this.instances.claim(this.instance, 'queue', [...this.queues.names(), ...this.registry.all().map((task) => task.metadata.queue ?? fallback)]);
+    this.registry.ownedBy(this.instance, (name) => this.instances.ownerOfTask(name));
   }
 
   /** A task or queue that asks for encryption in an app without keys would fail its first enqueue: it stops the start instead. */
@@ -54,8 +90,8 @@ export class TaskExplorer implements OnModuleInit {
     for (const methodName of this.scanner.getAllMethodNames(prototype)) {
       const method = instance[methodName];
       if (typeof method !== 'function') continue;
-      const meta = this.reflector.get<{ types: JobEventType[]; task?: string; queue?: string } | undefined>(ON_JOB_EVENT_METADATA, method);
-      if (!meta) continue;
+      const meta = this.reflector.get<{ types: JobEventType[]; task?: string; queue?: string; instance?: string } | undefined>(ON_JOB_EVENT_METADATA, method);
+      if (!meta || !this.isOurs(`@OnJobEvent() on ${wrapper.name}.${methodName}`, meta.instance)) continue;
       this.events.subscribe(meta, async (event) => {
         try {
           await method.call(instance, event);

@@ -10,11 +10,12 @@ import {
   INVALID_RETRY_POLICY,
   PROCESS_FILE_REQUIRED,
   TASK_NAME_REQUIRED,
+  TASK_OF_ANOTHER_INSTANCE,
   TASK_WITHOUT_HANDLE,
   UNKNOWN_OPTIONS,
 } from '../stampeded.messages.js';
-import { StampededConfigError } from '../errors/stampeded.errors.js';
-import { DEFAULT_LOG_LIMITS, LIMITS, MIN_LOG_LINE_BYTES } from '../stampeded.constants.js';
+import { InvalidJobError, StampededConfigError } from '../errors/stampeded.errors.js';
+import { DEFAULT_INSTANCE, DEFAULT_LOG_LIMITS, instanceNameOf, LIMITS, MIN_LOG_LINE_BYTES } from '../stampeded.constants.js';
 import { taskMetadataOf, taskNameOf } from '../decorators/task-metadata.js';
 import { describe, jobOptionsOf, validateJobOptions } from '../queue/job-input.validator.js';
 import { JOB_OPTION_NAMES } from '../queue/job-columns.js';
@@ -66,6 +67,7 @@ const TASK_OPTION_NAMES = [
   'ordering',
   'encrypt',
   'chunk',
+  'instance',
 ] as const;
 
 /** What a task keeps of its jobs' ctx.log() lines: its logs option, the defaults filled in. */
@@ -80,6 +82,15 @@ export class TaskRegistry {
   private readonly tasks = new Map<string, RegisteredTask>();
   /** The @Task classes enqueued here that this app does not provide, resolved once each. */
   private readonly unprovided = new WeakMap<Type<unknown>, ResolvedTask>();
+  /** This registry's instance, and which instance of the app handles a task it does not: set once, by the explorer. */
+  private instance = DEFAULT_INSTANCE;
+  private ownerOf: (task: string) => string | undefined = () => undefined;
+
+  /** Which instance this registry is, and how to find the instance of a task it does not handle (StampededInstances). */
+  ownedBy(instance: string, ownerOf: (task: string) => string | undefined): void {
+    this.instance = instance;
+    this.ownerOf = ownerOf;
+  }
 
   register(classRef: Type<unknown>, instance: unknown, metadata: TaskMetadata): void {
     const className = classRef.name;
@@ -155,10 +166,15 @@ export class TaskRegistry {
       const { metadata, argsValidator } = registered;
       return (registered.resolved ??= { name, defaults: jobOptionsOf(metadata), argsValidator, encrypt: metadata.encrypt === true });
     }
+    // A task another instance of this app handles would wait in this database for a worker that never comes.
+    const owner = typeof task === 'string' ? this.ownerOf(name) : undefined;
+    if (owner !== undefined && owner !== this.instance) throw new InvalidJobError(TASK_OF_ANOTHER_INSTANCE(name, owner, this.instance));
     if (typeof task === 'string') return { name, defaults: {} };
     let resolved = this.unprovided.get(task);
     if (!resolved) {
       const metadata = taskMetadataOf(task);
+      const declared = instanceNameOf(metadata.instance);
+      if (declared !== this.instance) throw new InvalidJobError(TASK_OF_ANOTHER_INSTANCE(name, declared, this.instance));
       const where = `@Task('${name}') on ${task.name}`;
       const defaults = validateJobOptions(where, jobOptionsOf(metadata));
       if (metadata.encrypt !== undefined && typeof metadata.encrypt !== 'boolean') {

@@ -73,6 +73,13 @@ export interface PoolerOptions {
 }
 
 export interface StampededModuleOptions {
+  /**
+   * The instance's name, for an app that runs Stampeded on several databases:
+   * its services are injected with @InjectQueueService(name) and the like, and
+   * its tasks say `@Task('x', { instance: name })`. Default: the default
+   * instance, whose services are injected by their classes.
+   */
+  name?: string;
   /** The Postgres schema Stampeded's tables live in. Default: `public`. */
   schema?: string;
   /** Name of the app's TypeORM DataSource to use. Default: the default DataSource. */
@@ -174,4 +181,6 @@ export interface RegisterQueueOptions {
    * `encryption` keys in every process that enqueues to it or runs it.
    */
   encrypt?: boolean;
+  /** The instance (forRoot's `name`) whose database holds this queue. Default: the default instance. */
+  instance?: string;
 }

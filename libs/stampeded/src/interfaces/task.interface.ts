@@ -9,6 +9,11 @@ import type { ChunkContext, ChunkJob, ChunkOptions, ChunkTaskHandler } from './c
 
 export interface TaskOptions extends JobOptions {
   /**
+   * The instance (forRoot's `name`) whose database holds this task's jobs and
+   * whose worker runs them. Default: the default instance.
+   */
+  instance?: string;
+  /**
    * `'process'` runs each job in a child process of its own, so that a crash,
    * a leak or a hang takes down the child and not the worker. The job then
    * runs the function of `processFile`, without dependency injection.

@@ -17,7 +17,7 @@ import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { RegisterQueueOptions } from '../interfaces/stampeded-options.interface.js';
 import { validateQueuePolicy } from '../control/control.config.js';
 
-const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions', 'policy', 'encrypt'];
+const REGISTER_QUEUE_OPTIONS = ['name', 'unlogged', 'concurrency', 'defaultJobOptions', 'policy', 'encrypt', 'instance'];
 
 /** The queues registered with StampededModule.registerQueue(), provisioned at bootstrap. */
 @Injectable()

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, Reflector } from '@nestjs/core';
-import { DEFAULT_QUEUE, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
+import { DEFAULT_QUEUE, instanceNameOf, STAMPEDED_OPTIONS, TASK_METADATA } from '../stampeded.constants.js';
 import { INVALID_SCHEDULE, UNKNOWN_OPTIONS } from '../stampeded.messages.js';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import type { StampededModuleOptions } from '../interfaces/stampeded-options.interface.js';
@@ -38,7 +38,8 @@ export class SchedulerOrchestrator implements OnModuleInit, OnApplicationBootstr
     for (const wrapper of this.discovery.getProviders()) {
       if (!wrapper.metatype || !wrapper.isDependencyTreeStatic()) continue;
       const metadata = this.reflector.get<TaskMetadata | undefined>(TASK_METADATA, wrapper.metatype);
-      if (!metadata?.schedule) continue;
+      // Another instance's task is scheduled in that instance's database (the explorer checks the name).
+      if (!metadata?.schedule || instanceNameOf(metadata.instance) !== instanceNameOf(this.options.name)) continue;
       const schedule = metadata.schedule;
       const key = schedule.key ?? metadata.name;
       if (typeof schedule !== 'object' || schedule === null) {

@@ -1,7 +1,16 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Job, JobState, TaskClass } from '@stampeded/nestjs';
-import { envelopeOf, JOB_STATES, JobEncryption, StampededDatabase, taskNameOf, toJob, WAITING_STATES } from '@stampeded/nestjs/internal';
-import { QueueRegistry, STAMPEDED_OPTIONS, WorkerOrchestrator, type DrainOptions, type DrainResult } from '@stampeded/nestjs/internal-runtime';
+import {
+  envelopeOf,
+  instanceHandleToken,
+  JOB_STATES,
+  JobEncryption,
+  taskNameOf,
+  toJob,
+  WAITING_STATES,
+  type StampededInstance,
+} from '@stampeded/nestjs/internal';
+import type { DrainOptions, DrainResult } from '@stampeded/nestjs/internal-runtime';
 import { ENQUEUED_SAMPLE, MATCHING_JOBS, OPENED_ARGS_CONTAIN } from '../sql/jobs.sql.js';
 import { BAD_STATES, NOT_ENQUEUED } from '../testing.messages.js';
 
@@ -11,11 +20,22 @@ import { BAD_STATES, NOT_ENQUEUED } from '../testing.messages.js';
  * with the background worker off (`worker: { enabled: false }`), which makes
  * tests deterministic.
  */
-export function drain(app: INestApplicationContext, options: DrainOptions = {}): Promise<DrainResult> {
-  return app.get(WorkerOrchestrator, { strict: false }).drain(options);
+export function drain(app: INestApplicationContext, options: DrainOptions & InstanceOption = {}): Promise<DrainResult> {
+  const { instance, ...rest } = options;
+  return instanceOf(app, instance).worker.drain(rest);
 }
 
-export interface ExpectEnqueuedOptions {
+export interface InstanceOption {
+  /** The instance (forRoot's `name`) in an app with several databases. Default: the default instance. */
+  instance?: string;
+}
+
+/** An instance of the app, by its handle's token: a string for every instance, so that a named instance's services never answer for the default's. */
+function instanceOf(app: INestApplicationContext, instance?: string): StampededInstance {
+  return app.get<string, StampededInstance>(instanceHandleToken(instance), { strict: false });
+}
+
+export interface ExpectEnqueuedOptions extends InstanceOption {
   /** The task, by name or by its @Task() class. */
   task?: string | TaskClass;
   queue?: string;
@@ -34,12 +54,13 @@ export interface ExpectEnqueuedOptions {
  * `encryption`), matched and returned as plaintext, as getJob() returns them.
  */
 export async function expectEnqueued(app: INestApplicationContext, options: ExpectEnqueuedOptions): Promise<Job[]> {
-  const db = app.get(StampededDatabase, { strict: false });
+  const instance = instanceOf(app, options.instance);
+  const db = instance.database;
   const states = options.states ?? [...WAITING_STATES];
   const unknown = states.find((s) => !JOB_STATES.includes(s));
   if (unknown !== undefined) throw new Error(BAD_STATES('expectEnqueued()', unknown, JOB_STATES));
   const task = options.task === undefined ? undefined : taskNameOf(options.task);
-  const encryption = new JobEncryption(app.get(STAMPEDED_OPTIONS, { strict: false }), app.get(QueueRegistry, { strict: false }));
+  const encryption = new JobEncryption(instance.options, instance.queues);
   const rows = await db.query(MATCHING_JOBS, [states, task ?? null, options.queue ?? null, options.args ? JSON.stringify(options.args) : null]);
   let jobs = rows.map((row) => encryption.openForReading(toJob(row)));
   const sealed = options.args ? rows.flatMap((row, i) => (envelopeOf(row.args) ? [i] : [])) : [];
