@@ -238,3 +238,51 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
     expect(await axe(page)).toEqual([]);
   });
 });
+
+let releaseHeld = () => {};
+const held = new Promise<void>((resolve) => (releaseHeld = resolve));
+
+@Task('a11y-held', { queue: 'live' })
+class Held implements TaskHandler {
+  async handle() {
+    await held;
+  }
+}
+
+describeInChromium('a live page, to a keyboard and a screen reader', () => {
+  let dashboard: DashboardInChromium | undefined;
+
+  beforeAll(async () => {
+    dashboard = await openDashboardInChromium({ providers: [Held], worker: { pollIntervalMs: 50 }, password: PASSWORD, refreshSeconds: 1 });
+  });
+
+  afterAll(async () => {
+    releaseHeld();
+    await dashboard?.close();
+  });
+
+  it('keeps the focus where it was across a refresh, and says when the job changes state, not before', async () => {
+    const { app, sql, page, base } = dashboard!;
+    const { id } = await app.get(QueueService).enqueue(Held, {});
+    const state = async () => (await sql.query(`SELECT state FROM stampeded_jobs WHERE id = $1`, [id])).rows[0].state;
+    await waitFor(async () => (await state()) === 'executing', 'the job to run');
+    await page.goto(`${base}/stampeded/jobs/${id}?queue=live`);
+    const swapped = async () => {
+      await page.evaluate(() => (document.querySelector('main')!.dataset.seen = '1'));
+      await page.waitForFunction(() => !document.querySelector('main')!.dataset.seen, undefined, { timeout: 10_000 });
+    };
+    for (let i = 0; i < 40 && !(await page.evaluate(() => document.activeElement?.textContent === 'Cancel')); i++) await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Cancel');
+    await swapped();
+    expect(
+      await page.evaluate(() => [document.activeElement?.tagName, document.activeElement?.textContent, !!document.activeElement?.closest('main')]),
+    ).toEqual(['BUTTON', 'Cancel', true]);
+    // Nothing the page is about changed: nothing is said.
+    expect(await page.textContent('#live-status')).toBe('');
+
+    releaseHeld();
+    await waitFor(async () => (await state()) === 'completed', 'the job to complete');
+    await page.waitForFunction(() => document.querySelector('main')!.dataset.refresh === '0', undefined, { timeout: 10_000 });
+    expect(await page.textContent('#live-status')).toBe('The job is completed');
+  });
+});

@@ -29,6 +29,8 @@ export async function openDashboardInChromium(options: {
   server?: string;
   /** More of StampededModule's options, such as a readConnection, given the app's database. */
   stampeded?: (db: TestDatabase) => Omit<StampededModuleOptions, 'connection' | 'migrations' | 'worker'>;
+  /** How often live pages refresh themselves; 0 (the default) holds every page still. */
+  refreshSeconds?: number;
 }): Promise<DashboardInChromium> {
   const opened: Partial<DashboardInChromium> = {};
   const close = async () => {
@@ -42,7 +44,11 @@ export async function openDashboardInChromium(options: {
     @Module({
       imports: [
         StampededModule.forRoot({ ...options.stampeded?.(db), connection: { url: db.url }, migrations: 'auto', worker: options.worker }),
-        StampededDashboardModule.forRoot({ path: '/stampeded', auth: { username: 'ops', password: options.password }, refreshSeconds: 0 }),
+        StampededDashboardModule.forRoot({
+          path: '/stampeded',
+          auth: { username: 'ops', password: options.password },
+          refreshSeconds: options.refreshSeconds ?? 0,
+        }),
       ],
       providers: options.providers,
     })
