@@ -154,7 +154,7 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
   it('shows where the focus is on every control, in both themes', async () => {
     for (const variant of VARIANTS.slice(0, 2)) {
       const page = await open(variant);
-      for (const path of ['', `/jobs/${ids.failed}?queue=orders`, '/jobs']) {
+      for (const path of ['', `/jobs/${ids.failed}?queue=orders`, '/jobs', `/workflows/${ids.workflow}`]) {
         await page.goto(`${base}${path}`);
         const unseen: string[] = [];
         for (let i = 0; i < 25; i++) {
@@ -219,6 +219,19 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
       const { rows } = await dashboard!.sql.query(`SELECT state, jsonb_array_length(errors) AS errors FROM stampeded_jobs WHERE id = $1`, [ids.failed]);
       return rows[0].state === 'discarded' && rows[0].errors === 3;
     }, 'the bulk retry to run the job a third time');
+  });
+
+  it('pauses and resumes a queue with the keyboard alone', async () => {
+    const page = await open(VARIANTS[0]);
+    const paused = async () =>
+      (await dashboard!.sql.query(`SELECT coalesce((SELECT paused FROM stampeded_queue_policies WHERE queue = 'orders'), false) AS paused`)).rows[0].paused;
+    await page.goto(base);
+    await tabTo(page, 'form[action$="/queues/orders/pause"] button');
+    await Promise.all([page.waitForEvent('load'), page.keyboard.press('Enter')]);
+    expect(await paused()).toBe(true);
+    await tabTo(page, 'form[action$="/queues/orders/resume"] button');
+    await Promise.all([page.waitForEvent('load'), page.keyboard.press('Space')]);
+    expect(await paused()).toBe(false);
   });
 
   it('switches the theme from the header by keyboard, and remembers it', async () => {
