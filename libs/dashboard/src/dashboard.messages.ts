@@ -71,3 +71,7 @@ export const REPLICA_DEGRADED = (replica: { readingFrom: string; lagSeconds: num
     : replica.lagSeconds !== null && replica.lagSeconds > maxLagSeconds
       ? `the replica (readConnection) is ${Math.round(replica.lagSeconds)} s behind the primary, over maxReplicaLagSeconds (${maxLagSeconds} s)`
       : undefined;
+
+export const UNKNOWN_HEALTH_INSTANCE = (instance: string, known: readonly string[]) =>
+  `StampededHealthIndicator: the app has no Stampeded instance "${instance}" (it has ${known.map((k) => `"${k}"`).join(', ')}). ` +
+  `Name one of those, or check the name given to StampededModule.forRoot({ name }).`;

@@ -1,8 +1,9 @@
 import { Inject, Injectable, Module, Optional } from '@nestjs/common';
-import { ReadDatabase, StampededDatabase, type ReplicaStatus } from '@stampeded/nestjs/internal';
+import { DEFAULT_INSTANCE, ReadDatabase, StampededDatabase, type ReplicaStatus } from '@stampeded/nestjs/internal';
+import { StampededInstances } from '@stampeded/nestjs/internal-runtime';
 import { MAINTENANCE_LEADER } from '../sql/health.sql.js';
 import { QUEUE_STATE } from '../sql/queues.sql.js';
-import { HEALTH_NO_ANSWER, REPLICA_DEGRADED } from '../dashboard.messages.js';
+import { HEALTH_NO_ANSWER, REPLICA_DEGRADED, UNKNOWN_HEALTH_INSTANCE } from '../dashboard.messages.js';
 
 export interface StampededHealthOptions {
   /** A queue whose next due job has waited longer than this is down. Default 300 s. */
@@ -18,6 +19,8 @@ export interface StampededHealthOptions {
    * alone. Default 60 s.
    */
   maxReplicaLagSeconds?: number;
+  /** The instance to check (forRoot's `name`), in an app with several databases. Default: the default instance. */
+  instance?: string;
 }
 
 /** The shape @nestjs/terminus reads: `{ [key]: { status, ...details } }`. */
@@ -44,9 +47,24 @@ export class StampededHealthIndicator {
   constructor(
     @Inject(StampededDatabase) private readonly db: Pick<StampededDatabase, 'query' | 'schema'>,
     @Optional() @Inject(ReadDatabase) private readonly reads?: Pick<ReadDatabase, 'status'>,
+    @Optional() @Inject(StampededInstances) private readonly instances?: Pick<StampededInstances, 'get' | 'names'>,
   ) {}
 
+  /**
+   * Every instance of an app with several databases, each under its own
+   * key: `key` for the default instance, `key:<name>` for a named one. Down
+   * when any of them is: a database that is down stops its instance's jobs.
+   */
+  async eachInstance(key = 'stampeded', options: Omit<StampededHealthOptions, 'instance'> = {}): Promise<StampededHealthResult> {
+    const names = this.instances?.names() ?? [DEFAULT_INSTANCE];
+    const results = await Promise.all(
+      names.map((instance) => this.isHealthy(instance === DEFAULT_INSTANCE ? key : `${key}:${instance}`, { ...options, instance })),
+    );
+    return Object.assign({}, ...results);
+  }
+
   async isHealthy(key = 'stampeded', options: StampededHealthOptions = {}): Promise<StampededHealthResult> {
+    const { db, reads } = this.instanceOf(options.instance);
     const maxWaitSeconds = options.maxWaitSeconds ?? 300;
     const timeoutMs = options.timeoutMs ?? 3000;
     let queues: { queue: string; verdict: string | null; paused: boolean; head_wait_secs: number | null }[];
@@ -54,8 +72,8 @@ export class StampededHealthIndicator {
     try {
       [queues, leader] = await withTimeout(
         Promise.all([
-          this.db.query<{ queue: string; verdict: string | null; paused: boolean; head_wait_secs: number | null }>(QUEUE_STATE),
-          this.db.query<{ present: boolean }>(MAINTENANCE_LEADER, [this.db.schema]).then(([row]) => row.present),
+          db.query<{ queue: string; verdict: string | null; paused: boolean; head_wait_secs: number | null }>(QUEUE_STATE),
+          db.query<{ present: boolean }>(MAINTENANCE_LEADER, [db.schema]).then(([row]) => row.present),
         ]),
         timeoutMs,
       );
@@ -70,13 +88,24 @@ export class StampededHealthIndicator {
     const reasons: string[] = [];
     if (Object.keys(waiting).length) reasons.push(`jobs due for more than ${maxWaitSeconds} s in ${Object.keys(waiting).join(', ')}`);
     if ((options.requireMaintenanceLeader ?? true) && !leader) reasons.push('no process leads maintenance: dead workers are not reaped, nothing is pruned');
-    const details = { maintenanceLeader: leader, waitingSeconds: waiting, ...(await this.replica(options.maxReplicaLagSeconds ?? 60, timeoutMs)) };
+    const details = { maintenanceLeader: leader, waitingSeconds: waiting, ...(await this.replica(reads, options.maxReplicaLagSeconds ?? 60, timeoutMs)) };
     return { [key]: reasons.length ? { status: 'down', reason: reasons.join('; '), ...details } : { status: 'up', ...details } };
   }
 
+  private instanceOf(instance?: string): { db: Pick<StampededDatabase, 'query' | 'schema'>; reads?: Pick<ReadDatabase, 'status'> } {
+    if (instance === undefined || instance === DEFAULT_INSTANCE) return { db: this.db, reads: this.reads };
+    const found = this.instances?.get(instance);
+    if (!found) throw new Error(UNKNOWN_HEALTH_INSTANCE(instance, this.instances?.names() ?? [DEFAULT_INSTANCE]));
+    return { db: found.database, reads: found.reads };
+  }
+
   /** The replica's standing, and `degraded` when it is too far behind or down; nothing without one. */
-  private async replica(maxLagSeconds: number, timeoutMs: number): Promise<{ replica?: ReplicaStatus; degraded?: string }> {
-    const replica = await withTimeout(this.reads?.status() ?? Promise.resolve(null), timeoutMs).catch((err: Error): ReplicaStatus => ({
+  private async replica(
+    reads: Pick<ReadDatabase, 'status'> | undefined,
+    maxLagSeconds: number,
+    timeoutMs: number,
+  ): Promise<{ replica?: ReplicaStatus; degraded?: string }> {
+    const replica = await withTimeout(reads?.status() ?? Promise.resolve(null), timeoutMs).catch((err: Error): ReplicaStatus => ({
       readingFrom: 'primary',
       caughtUp: false,
       lagSeconds: null,

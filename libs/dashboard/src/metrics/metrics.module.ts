@@ -1,8 +1,9 @@
-import { Controller, Get, Header, Inject, Module, Res, type DynamicModule, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Controller, Get, Header, Inject, Module, Optional, Res, type DynamicModule, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { JobEvents } from '@stampeded/nestjs';
 import { ReadDatabase } from '@stampeded/nestjs/internal';
+import { StampededInstances } from '@stampeded/nestjs/internal-runtime';
 import { StampededMetrics } from './stampeded-metrics.js';
 
 export interface StampededMetricsOptions {
@@ -23,10 +24,13 @@ class MetricsLifecycle implements OnModuleInit, OnModuleDestroy {
   constructor(
     @Inject(METRICS) private readonly metrics: StampededMetrics,
     @Inject(JobEvents) private readonly events: JobEvents,
+    @Optional() @Inject(StampededInstances) private readonly instances?: StampededInstances,
   ) {}
 
+  /** Every instance's events, each under its name: by module init, every instance of the app has been built. */
   onModuleInit(): void {
-    this.metrics.observe(this.events);
+    if (!this.instances) return this.metrics.observe(this.events);
+    for (const instance of this.instances.all()) this.metrics.observe(instance.events, instance.name);
   }
 
   onModuleDestroy(): void {
@@ -68,8 +72,8 @@ export class StampededMetricsModule {
         {
           provide: METRICS,
           // The gauges read where the dashboard's lists do: the replica, when readConnection sets one.
-          inject: [ReadDatabase],
-          useFactory: async (db: ReadDatabase) => {
+          inject: [ReadDatabase, { token: StampededInstances, optional: true }],
+          useFactory: async (db: ReadDatabase, instances?: StampededInstances) => {
             let client: typeof import('prom-client');
             try {
               client = await import('prom-client');
@@ -77,7 +81,8 @@ export class StampededMetricsModule {
               throw new Error(PROM_CLIENT_MISSING());
             }
             const registry = options.registry ?? new client.Registry();
-            return new StampededMetrics(client, registry, db, options.prefix ?? 'stampeded_');
+            const sources = () => (instances ? instances.all().map((i) => ({ instance: i.name, db: i.reads })) : [{ instance: 'default', db }]);
+            return new StampededMetrics(client, registry, sources, options.prefix ?? 'stampeded_');
           },
         },
         MetricsLifecycle,

@@ -11,6 +11,29 @@ const BREAKER_STATES = ['closed', 'open', 'half_open'] as const;
 /** undefined_table: an install older than the migration that adds the table. */
 const UNDEFINED_TABLE = '42P01';
 
+/** The reads of one instance the gauges are made of, and its name for the `stampeded_instance` label. */
+export interface MetricsSource {
+  instance: string;
+  db: Pick<ReadDatabase, 'query'> & Partial<Pick<ReadDatabase, 'status' | 'replicated'>>;
+}
+
+/**
+ * The label every series carries: the instance (forRoot's `name`, `default`
+ * for the default one). Not `instance`, which Prometheus sets on every series
+ * to the scraped target's address, and would rename ours to `exported_instance`.
+ */
+export const INSTANCE_LABEL = 'stampeded_instance';
+
+/**
+ * Each source's rows, the label of its instance on each; a source whose
+ * database does not answer is left out, so that one database down does not
+ * fail the scrape of the others (the health indicator reports it down).
+ */
+async function eachSource<Row>(sources: () => MetricsSource[], read: (db: MetricsSource['db']) => Promise<Row[]>): Promise<[string, Row][]> {
+  const answers = await Promise.allSettled(sources().map(async ({ instance, db }) => (await read(db)).map((row): [string, Row] => [instance, row])));
+  return answers.flatMap((answer) => (answer.status === 'fulfilled' ? answer.value : []));
+}
+
 /**
  * Stampeded's Prometheus metrics in one registry: gauges read from the
  * database at scrape time (jobs per queue and state, verdicts, pauses), counters and
@@ -22,7 +45,7 @@ const UNDEFINED_TABLE = '42P01';
  * counter, and sum across the fleet in a query.
  */
 export class StampededMetrics {
-  private subscription?: Subscription;
+  private readonly subscriptions: Subscription[] = [];
   /**
    * When each running attempt started, by job and attempt: the runtime's
    * 'completed' event carries a duration and 'failed' does not, so a failed
@@ -38,108 +61,118 @@ export class StampededMetrics {
   constructor(
     client: PromClient,
     readonly registry: Registry,
-    db: Pick<ReadDatabase, 'query'> & Partial<Pick<ReadDatabase, 'status' | 'replicated'>>,
+    db: MetricsSource['db'] | (() => MetricsSource[]),
     prefix: string,
   ) {
     const registers = [registry];
-    if (db.replicated && db.status) this.replicaGauges(client, registers, prefix, db.status.bind(db));
+    // The app's instances are read at each scrape: a named instance's module may be built after this one.
+    const sources = typeof db === 'function' ? db : () => [{ instance: 'default', db }];
+    this.replicaGauges(client, registers, prefix, sources);
     new client.Gauge({
       name: `${prefix}jobs`,
       help: 'Jobs per queue and state, from the trigger-maintained counters.',
-      labelNames: ['queue', 'state'],
+      labelNames: [INSTANCE_LABEL, 'queue', 'state'],
       registers,
       async collect() {
+        const rows = await eachSource(sources, (db) => db.query<{ queue: string; state: string; n: number }>(METRIC_COUNTS));
         this.reset();
-        for (const row of await db.query<{ queue: string; state: string; n: number }>(METRIC_COUNTS)) {
-          this.set({ queue: row.queue, state: row.state }, Number(row.n));
-        }
+        for (const [instance, row] of rows) this.set({ [INSTANCE_LABEL]: instance, queue: row.queue, state: row.state }, Number(row.n));
       },
     });
     new client.Gauge({
       name: `${prefix}queue_verdict`,
       help: "1 for each queue's current verdict (steady, rush, hold), 0 for the others.",
-      labelNames: ['queue', 'verdict'],
+      labelNames: [INSTANCE_LABEL, 'queue', 'verdict'],
       registers,
       async collect() {
+        const rows = await eachSource(sources, (db) => db.query<{ queue: string; verdict: string }>(METRIC_VERDICTS));
         this.reset();
-        for (const row of await db.query<{ queue: string; verdict: string }>(METRIC_VERDICTS)) {
-          for (const verdict of VERDICTS) this.set({ queue: row.queue, verdict }, row.verdict === verdict ? 1 : 0);
+        for (const [instance, row] of rows) {
+          for (const verdict of VERDICTS) this.set({ [INSTANCE_LABEL]: instance, queue: row.queue, verdict }, row.verdict === verdict ? 1 : 0);
         }
       },
     });
     new client.Gauge({
       name: `${prefix}queue_paused`,
       help: '1 while an operator has paused the queue, 0 otherwise.',
-      labelNames: ['queue'],
+      labelNames: [INSTANCE_LABEL, 'queue'],
       registers,
       async collect() {
+        const rows = await eachSource(sources, (db) => db.query<{ queue: string; paused: boolean }>(METRIC_VERDICTS));
         this.reset();
-        for (const row of await db.query<{ queue: string; paused: boolean }>(METRIC_VERDICTS)) this.set({ queue: row.queue }, row.paused ? 1 : 0);
+        for (const [instance, row] of rows) this.set({ [INSTANCE_LABEL]: instance, queue: row.queue }, row.paused ? 1 : 0);
       },
     });
     new client.Gauge({
       name: `${prefix}breaker_state`,
       help: "1 for each destination's circuit-breaker state (closed, open, half_open), 0 for the others.",
-      labelNames: ['destination', 'state'],
+      labelNames: [INSTANCE_LABEL, 'destination', 'state'],
       registers,
       async collect() {
+        const rows = await eachSource(sources, (db) =>
+          db.query<{ destination: string; state: string }>(METRIC_BREAKERS).catch((err: { code?: string }) => {
+            if (err.code === UNDEFINED_TABLE) return [];
+            throw err;
+          }),
+        );
         this.reset();
-        let rows: { destination: string; state: string }[];
-        try {
-          rows = await db.query<{ destination: string; state: string }>(METRIC_BREAKERS);
-        } catch (err) {
-          if ((err as { code?: string }).code === UNDEFINED_TABLE) return;
-          throw err;
-        }
-        for (const row of rows) {
-          for (const state of BREAKER_STATES) this.set({ destination: row.destination, state }, row.state === state ? 1 : 0);
+        for (const [instance, row] of rows) {
+          for (const state of BREAKER_STATES) this.set({ [INSTANCE_LABEL]: instance, destination: row.destination, state }, row.state === state ? 1 : 0);
         }
       },
     });
     this.outcomes = new client.Counter({
       name: `${prefix}job_outcomes_total`,
       help: 'Job outcomes recorded by this process: completed, retrying, discarded, cancelled, lost.',
-      labelNames: ['queue', 'task', 'outcome'],
+      labelNames: [INSTANCE_LABEL, 'queue', 'task', 'outcome'],
       registers,
     });
     this.failures = new client.Counter({
       name: `${prefix}job_failures_total`,
       help: 'Failed attempts recorded by this process, by failure kind.',
-      labelNames: ['queue', 'task', 'kind'],
+      labelNames: [INSTANCE_LABEL, 'queue', 'task', 'kind'],
       registers,
     });
     this.duration = new client.Histogram({
       name: `${prefix}job_duration_seconds`,
       help: 'How long handlers ran, completed or failed.',
-      labelNames: ['queue', 'task'],
+      labelNames: [INSTANCE_LABEL, 'queue', 'task'],
       buckets: [0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30, 120, 600],
       registers,
     });
     this.wait = new client.Histogram({
       name: `${prefix}job_queue_wait_seconds`,
       help: 'From when a job was due to when a worker claimed it.',
-      labelNames: ['queue', 'task'],
+      labelNames: [INSTANCE_LABEL, 'queue', 'task'],
       buckets: [0.01, 0.05, 0.25, 1, 5, 15, 60, 300, 1800],
       registers,
     });
   }
 
   /** How far behind the replica the gauges read is, and whether they read it at all. */
-  private replicaGauges(client: PromClient, registers: Registry[], prefix: string, status: ReadDatabase['status']): void {
+  private replicaGauges(client: PromClient, registers: Registry[], prefix: string, sources: () => MetricsSource[]): void {
+    const statuses = () =>
+      Promise.all(
+        sources()
+          .filter(({ db }) => db.replicated && db.status)
+          .map(async ({ instance, db }) => [instance, await db.status!()] as const),
+      );
     new client.Gauge({
       name: `${prefix}replica_lag_seconds`,
       help: 'How far the replica (readConnection) is behind the primary: 0 when it has replayed all it received; NaN while unknown or down.',
+      labelNames: [INSTANCE_LABEL],
       registers,
       async collect() {
-        this.set((await status())?.lagSeconds ?? NaN);
+        for (const [instance, status] of await statuses()) this.set({ [INSTANCE_LABEL]: instance }, status?.lagSeconds ?? NaN);
       },
     });
     new client.Gauge({
       name: `${prefix}replica_up`,
       help: "1 while the dashboard's and these gauges' reads go to the replica, 0 while they fall back to the primary.",
+      labelNames: [INSTANCE_LABEL],
       registers,
       async collect() {
-        this.set((await status())?.readingFrom === 'replica' ? 1 : 0);
+        for (const [instance, status] of await statuses()) this.set({ [INSTANCE_LABEL]: instance }, status?.readingFrom === 'replica' ? 1 : 0);
       },
     });
   }
@@ -148,24 +181,24 @@ export class StampededMetrics {
    * Starts counting this process's job events: those of the jobs its own
    * workers run, so that a fleet's metrics add up across its processes.
    */
-  observe(events: Pick<JobEvents, 'local$'>): void {
-    this.subscription = events.local$.subscribe((event) => this.record(event));
+  observe(events: Pick<JobEvents, 'local$'>, instance = 'default'): void {
+    this.subscriptions.push(events.local$.subscribe((event) => this.record(event, instance)));
   }
 
   stop(): void {
-    this.subscription?.unsubscribe();
+    for (const subscription of this.subscriptions.splice(0)) subscription.unsubscribe();
   }
 
-  private observeDuration(attempt: string, labels: { queue: string; task: string }, durationMs: number | undefined): void {
+  private observeDuration(attempt: string, labels: Record<string, string>, durationMs: number | undefined): void {
     const started = this.started.get(attempt);
     this.started.delete(attempt);
     const ms = durationMs ?? (started === undefined ? undefined : Date.now() - started);
     if (ms !== undefined) this.duration.observe(labels, ms / 1000);
   }
 
-  private record(event: LocalJobEvent): void {
-    const labels = { queue: event.queue, task: event.task };
-    const attempt = `${event.jobId}:${event.attempt}`;
+  private record(event: LocalJobEvent, instance: string): void {
+    const labels = { [INSTANCE_LABEL]: instance, queue: event.queue, task: event.task };
+    const attempt = `${instance}:${event.jobId}:${event.attempt}`;
     switch (event.type) {
       case 'active': {
         this.started.set(attempt, Date.now());
