@@ -31,9 +31,25 @@ CREATE OR REPLACE FUNCTION stampeded_release_follow_ups(
 ) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
+    f_queues   text[];
+    f_ids      uuid[];
     r_queues   text[];
     v_released integer;
 BEGIN
+    -- Found by a read first, and updated only when there is one: an UPDATE
+    -- runs the counters' statement trigger even when it changes no row,
+    -- and nearly every finished job has no follow-up (bench/RESULTS.md,
+    -- "Debounce follow-ups").
+    SELECT array_agg(f.queue), array_agg(f.id)
+      INTO f_queues, f_ids
+      FROM stampeded_jobs f
+     WHERE f.queue = ANY (p_queues)
+       AND f.dedup_follows = ANY (p_ids)
+       AND f.state = 'pending';
+    IF f_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+
     WITH released AS (
         UPDATE stampeded_jobs f
            SET state              = 'available',
@@ -41,11 +57,11 @@ BEGIN
                dedup_follow_scope = NULL,
                dedup_follows      = NULL,
                scheduled_at       = greatest(f.scheduled_at, now())
-         -- Each queue once: the callers pass one per job, and the index's
-         -- search would try every pair of a queue and an id.
-         WHERE f.queue = ANY (ARRAY(SELECT DISTINCT q FROM unnest(p_queues) AS q))
-           AND f.dedup_follows = ANY (p_ids)
+         WHERE f.queue = ANY (f_queues)
+           AND f.id    = ANY (f_ids)
+           -- Still waiting behind its job: a cancel under way clears both.
            AND f.state = 'pending'
+           AND f.dedup_follows IS NOT NULL
         RETURNING f.queue
     )
     SELECT array_agg(DISTINCT r.queue), count(*)
