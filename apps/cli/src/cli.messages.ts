@@ -2,6 +2,9 @@
 
 export const NO_URL = () => `No database given: set DATABASE_URL or pass --url postgres://user:password@host:5432/db.`;
 
+export const NO_INSTANCE_URL = (instance: string, variable: string) =>
+  `No database given for the instance "${instance}": set ${variable} (the instance's own DATABASE_URL) or pass --url postgres://user:password@host:5432/db.`;
+
 export const BAD_URL = (url: string) => `${url} is not a PostgreSQL connection URL: expected postgres://user:password@host:5432/db.`;
 
 export const CANNOT_CONNECT = (where: string, why: string) =>

@@ -22,6 +22,10 @@ export function buildProgram(io: CliIo): Command {
     .version('0.1.0')
     .option('--url <url>', 'PostgreSQL connection URL (default: $DATABASE_URL)')
     .option('--schema <schema>', 'the schema Stampeded is installed in', io.env.STAMPEDED_SCHEMA ?? 'public')
+    .option(
+      '--instance <name>',
+      "the instance of an app with several databases (forRoot's name): its <NAME>_DATABASE_URL and <NAME>_STAMPEDED_SCHEMA (default: $STAMPEDED_INSTANCE)",
+    )
     .option('--json', 'print results as JSON, for scripts')
     .showHelpAfterError()
     .addHelpText(
