@@ -371,7 +371,9 @@ export const CLAIM_CURSOR_ON = (queue: string, tookMs: number, taken: number) =>
 export const CLAIM_CURSOR_OFF = (queue: string) => `claims of queue "${queue}" are fast again: claiming from the head of the queue.`;
 
 export const LOST_CLAIMS_GIVEN_BACK = (count: number) =>
-  `giving back ${count} job(s) claimed by a statement whose answer was lost with its connection (they keep their attempt)`;
+  `giving back ${count} job(s) the database says this worker holds and it does not (a claim's answer lost with its connection, or an outcome lost in a failover); they keep their attempt`;
+export const LOST_RUNS_STOPPED = (count: number) =>
+  `stopping ${count} running job(s) the database no longer says this worker holds (a claim lost in a failover, or the job given away): their outcomes would be fenced off`;
 
 export const LATE_STARTS_GIVEN_BACK = (queue: string, count: number, graceMs: number) =>
   `${count} job(s) of rate-limited queue "${queue}" could not start within ${graceMs} ms of their claim and were given back, ` +

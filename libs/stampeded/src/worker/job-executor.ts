@@ -289,6 +289,17 @@ export class JobExecutor {
     if (reason === 'lost') this.events.emit('lost', entry.job, { error: error.message });
   }
 
+  /**
+   * The database does not have this run's claim: a failover lost it, or the
+   * job was given away. Stopped as a lost job (its signal fires); its
+   * outcome would be fenced off anyway. A chunk's job is left to its chunk.
+   */
+  disown(job: Job): void {
+    const entry = this.running.get(job.id);
+    if (!entry || entry.job.attempt !== job.attempt || entry.chunk) return;
+    this.abandon(entry, 'lost', new JobAbortedError(`job ${job.id} attempt ${job.attempt} is no longer this worker's in the database`));
+  }
+
   /** The job was cancelled (by anyone): stop running it; the database already says cancelled. False: not running here. */
   cancel(jobId: string): boolean {
     const entry = this.running.get(jobId);

@@ -36,6 +36,9 @@ export interface JobRunner {
   isRunning(jobId: string): boolean;
   /** The attempt of the job with this id running here, if one is. */
   attemptOf(jobId: string): number | undefined;
+  runningJobs(): Job[];
+  /** Stops a running job whose claim the database no longer has. */
+  disown(job: Job): void;
   execute(job: Job, claimedAt?: number, countedAt?: number): Promise<RunOutcome>;
   giveBack(job: Job): Promise<RunOutcome>;
 }
@@ -231,7 +234,11 @@ export class JobProducer {
 
   private async fetchLoop(): Promise<void> {
     try {
-      await this.lostClaims.giveBack((id) => this.runner.isRunning(id) || this.buffer.has(id));
+      await this.lostClaims.giveBack(
+        (id) => this.runner.isRunning(id) || this.buffer.has(id),
+        this.runner.runningJobs(),
+        (job) => this.runner.disown(job),
+      );
       do {
         this.wakeRequested = false;
         while (!this.stopping) {

@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { UNKNOWN_CLAIMS } from '../sql/claim.sql.js';
-import { LOST_CLAIMS_GIVEN_BACK } from '../stampeded.messages.js';
+import { LOST_CLAIMS_GIVEN_BACK, LOST_RUNS_STOPPED } from '../stampeded.messages.js';
 import { isConnectionError, type OutcomeRecorder } from './outcome-recorder.js';
 
 /**
@@ -61,13 +61,28 @@ export class LostClaims {
     return answer.jobs.some(held) ? { ...answer, jobs: answer.jobs.filter((job) => !held(job)) } : answer;
   }
 
-  /** Gives back the jobs we own but do not know of, if a claim failed on its connection; `held`: whether this worker has the job (running or buffered). */
-  async giveBack(held: (jobId: string) => boolean): Promise<void> {
+  /**
+   * Gives back the jobs we own but do not know of, if a claim failed on its
+   * connection or the pool saw its connections end; `held`: whether this
+   * worker has the job (running or buffered). And the other way round: a job
+   * of `running` (the jobs running here before the database was asked) that
+   * the database does not say is ours at its attempt lost its claim (a
+   * failover to an asynchronous standby) or was given away, and another
+   * worker may run it: `disown` stops it (its signal fires), as a worker
+   * that lost its heartbeat stops its jobs.
+   */
+  async giveBack(held: (jobId: string) => boolean, running: readonly Job[] = [], disown: (job: Job) => void = () => {}): Promise<void> {
     const lost = this.db.lostConnections;
     if ((!this.possible && lost === this.seenLost) || this.inFlight > 0) return;
     const rows = await this.db.query<{ id: string; queue: string; attempt: number }>(UNKNOWN_CLAIMS, [this.workerId]);
     this.possible = false;
     this.seenLost = lost;
+    const owned = new Map(rows.map((r) => [r.id, r.attempt]));
+    const stale = running.filter((job) => owned.get(job.id) !== job.attempt);
+    if (stale.length) {
+      this.logger.warn(LOST_RUNS_STOPPED(stale.length));
+      for (const job of stale) disown(job);
+    }
     const unknown = rows.filter((r) => !held(r.id) && !this.recorder.isRecording(r.id));
     if (!unknown.length) return;
     this.logger.warn(LOST_CLAIMS_GIVEN_BACK(unknown.length));
