@@ -26,7 +26,7 @@ class Step implements TaskHandler {
 @Task('a11y-charge', { queue: 'orders', maxAttempts: 1, deadLetterQueue: 'orders-dead' })
 class Charge implements TaskHandler {
   async handle() {
-    throw new Error('card declined by the issuer');
+    throw new Error('card declined by the issuer, reference 4f1c2a9e-86d3-4b0e-9c55-1f7a2be04d93-auth-7731209: ask for another card');
   }
 }
 
@@ -133,6 +133,27 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
           const painted = await page.evaluate(() => document.body.innerHTML.match(/(fill|stroke|color|background)(="|:\s*)#[0-9a-f]{3,8}/gi));
           if (painted) found.push(`${path}: colours outside the theme: ${painted.slice(0, 3).join(', ')}`);
           if ((await page.locator('h1').count()) !== 1) found.push(`${path}: ${await page.locator('h1').count()} h1 elements`);
+          if (variant.width > 1000) {
+            // A short word in a table cell is read whole: "completed", not "complet / ed"
+            // (a hyphenated name may wrap at its hyphen when the table is crowded).
+            const broken = await page.evaluate(() =>
+              [...document.querySelectorAll('main td')]
+                .filter((td) => {
+                  const text = (td as HTMLElement).innerText.trim();
+                  if (!text || /[\s-]/.test(text) || text.length > 24) return false;
+                  // Each piece of text on one line (a tag's box around it is not a second line).
+                  const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+                  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const range = document.createRange();
+                    range.selectNodeContents(node);
+                    if (new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1) return true;
+                  }
+                  return false;
+                })
+                .map((td) => (td as HTMLElement).innerText.trim()),
+            );
+            if (broken.length) found.push(`${path}: words broken across lines in table cells: ${broken.slice(0, 3).join(', ')}`);
+          }
           if (variant.width < 400) {
             const overflow = await page.evaluate(() => {
               const width = document.documentElement.clientWidth;

@@ -50,7 +50,7 @@ table{border-collapse:collapse;background:var(--surface);width:100%}
 th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--border);vertical-align:top}
 thead th{font-size:12px;text-transform:uppercase;color:var(--muted)}
 tbody th{font-weight:600;white-space:nowrap}
-td{overflow-wrap:anywhere}td code,td time{overflow-wrap:normal}
+td{overflow-wrap:break-word}td code{white-space:nowrap}
 .dim{color:var(--muted)}.bad{color:var(--bad);font-weight:600}.ok{color:var(--ok)}
 pre{background:var(--surface);border:1px solid var(--border);padding:8px;overflow:auto;max-height:300px}
 pre.error{border-left:4px solid var(--bad)}h2 .dim{font-weight:400;font-size:13px}
