@@ -1,4 +1,13 @@
-import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Optional,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+  type OnModuleInit,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
 import { STAMPEDED_OPTIONS, DEFAULT_QUEUE, DEFAULT_POLL_INTERVAL_MS, POLL_ONLY_INTERVAL_MS } from '../stampeded.constants.js';
 import { StampededDatabase } from '../database/stampeded-database.js';
 import { COMPLETE_MANY, COMPLETE_MANY_NOTIFY } from '../sql/jobs.sql.js';
@@ -49,7 +58,7 @@ export interface DrainResult {
  * drain and outcomes are recorded.
  */
 @Injectable()
-export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+export class WorkerOrchestrator implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly logger = new Logger('Stampeded');
   private worker?: Worker;
   private registration?: WorkerRegistration;
@@ -82,8 +91,14 @@ export class WorkerOrchestrator implements OnApplicationBootstrap, BeforeApplica
     return this.registration?.workerId;
   }
 
-  async onApplicationBootstrap(): Promise<void> {
+  // Before any bootstrap hook: a refused queue (a partition name another queue
+  // holds) then fails the start before the maintenance leader, the scheduler
+  // or a worker has begun, so a failed start leaves nothing running.
+  async onModuleInit(): Promise<void> {
     await this.queues.provision(this.db);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
     const options = this.options.worker ?? {};
     if (options.enabled === false) return;
     const queues = this.workedQueues();
