@@ -81,10 +81,13 @@ describe('queue control: circuit breakers per destination, for the whole fleet',
     expect((await job(second.id)).last_error).toMatch(/circuit breaker for destination "partner" is open/);
 
     // The operator closes it: the deferred jobs are due at once, not at the end of the 30 s.
-    expect(await control.closeBreaker('partner')).toBe(true);
+    expect(await control.closeBreaker('partner', { by: 'ana' })).toBe(true);
     await waitFor(async () => (await job(first.id)).state === 'completed' && (await job(second.id)).state === 'completed', 'both jobs to run');
     expect(partnerCalls.sort()).toEqual(['1', '1', '2']);
-    expect((await control.breakers())[0]).toMatchObject({ state: 'closed', failures: 0 });
+    // Who closed it stays in the row with the time.
+    const closed = (await control.breakers())[0];
+    expect(closed).toMatchObject({ state: 'closed', failures: 0, closedBy: 'ana' });
+    expect(closed.closedAt).toBeInstanceOf(Date);
   });
 
   it('a breaker closed by another process: the jobs it made due run at once, not deferred again by a worker that has not re-read it', async () => {

@@ -65,7 +65,10 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     const control = app.get(QueueControlService);
     await control.setPolicy('capped', { maxRunning: 2 });
     await control.setPolicy('waiting', { maxWaitSecs: 5 });
-    await control.setPolicy('calm', { maxRunning: 10, maxWaitSecs: 60 });
+    await control.setPolicy('calm', { maxRunning: 10, maxWaitSecs: 60 }, { by: 'ana' });
+    // Who set a policy, and when, is kept in its row.
+    expect(await control.policy('calm')).toMatchObject({ policyBy: 'ana', policyAt: expect.any(Date) });
+    expect(await control.policy('capped')).toMatchObject({ policyBy: null, policyAt: expect.any(Date) });
     // Two jobs of 'capped' running somewhere; the head of 'waiting' due for a minute.
     await sql.query(
       `INSERT INTO stampeded_jobs (queue, task, state, attempt, claimed_by, claimed_at, heartbeat_at)
@@ -102,6 +105,12 @@ describe('queue control: queue policies, the planner and its verdicts', () => {
     );
     await expect(bootApp(db.url, { stampeded: { control: { fairness: { weights: { a: 'x' } } } as never } })).rejects.toThrow(/fairness\.weights\.a/);
     await expect(bootApp(db.url, { queues: [{ name: 'q', policy: { maxRunning: 1.5 } }] })).rejects.toThrow(/registerQueue\("q"\): policy\.maxRunning/);
+    // A policy declared with registerQueue() is written at startup and says so.
+    const declared = await boot({
+      queues: [{ name: 'declared', policy: { maxRunning: 3 } }],
+      stampeded: { worker: { enabled: false }, maintenance: { enabled: false } },
+    });
+    expect(await declared.get(QueueControlService).policy('declared')).toMatchObject({ maxRunning: 3, policyBy: 'registerQueue()' });
     await expect(bootApp(db.url, { stampeded: { flow: { fairness: true } } as never })).rejects.toThrow(/the option "flow" is now "control"/);
   });
 

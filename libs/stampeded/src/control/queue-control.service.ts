@@ -10,43 +10,17 @@ import type { StampededModuleOptions } from '../interfaces/stampeded-options.int
 import type { Breaker, QueuePolicy, QueuePolicyRow } from '../interfaces/control.interface.js';
 import type { Duration } from '../interfaces/maintenance.interface.js';
 import { resolveControlConfig, validateQueuePolicy, type ControlConfig } from './control.config.js';
+import { toBreaker, toPolicy } from './control.mapper.js';
 import { ControlGate } from './control.gate.js';
-
-function toPolicy(r: Record<string, any>): QueuePolicyRow {
-  return {
-    queue: r.queue,
-    maxRunning: r.max_running,
-    maxWaitSecs: r.max_wait_secs,
-    verdict: r.verdict,
-    reason: r.reason,
-    decidedAt: r.decided_at,
-    running: r.running,
-    paused: r.paused,
-    pausedBy: r.paused_by,
-    pauseReason: r.pause_reason,
-    pausedAt: r.paused_at,
-  };
-}
-
-function toBreaker(r: Record<string, any>): Breaker {
-  return {
-    destination: r.destination,
-    state: r.state,
-    failures: r.failures,
-    openedAt: r.opened_at,
-    openUntil: r.open_until,
-    openedBy: r.opened_by,
-    reason: r.reason,
-    probeBy: r.probe_by,
-    updatedAt: r.updated_at,
-  };
-}
 
 /**
  * Queue control at run time, for the whole fleet: queue policies, pause and
  * resume, and the circuit breakers. Everything here is a row in the database
  * that every worker reads within its refresh interval.
  */
+/** The policyBy of a policy a process declared with registerQueue({ policy }) and wrote at startup. */
+const DECLARED_BY = 'registerQueue()';
+
 @Injectable()
 export class QueueControlService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   readonly config: ControlConfig;
@@ -72,16 +46,17 @@ export class QueueControlService implements OnApplicationBootstrap, BeforeApplic
     this.declared ??= (async () => {
       for (const name of this.queues.names()) {
         const policy = this.queues.get(name)?.policy;
-        if (policy !== undefined) await this.setPolicy(name, policy);
+        if (policy !== undefined) await this.setPolicy(name, policy, { by: DECLARED_BY });
       }
     })();
     return this.declared;
   }
 
-  async setPolicy(queue: string, policy: QueuePolicy): Promise<QueuePolicyRow> {
+  /** Writes a queue's policy for the whole fleet; `by` names who set it, kept in the row (policyBy) with the time. */
+  async setPolicy(queue: string, policy: QueuePolicy, options: { by?: string } = {}): Promise<QueuePolicyRow> {
     requireName(queue, QUEUE_NAME_REQUIRED('QueueControlService.setPolicy()'));
     const { maxRunning, maxWaitSecs } = validateQueuePolicy(`QueueControlService.setPolicy(${JSON.stringify(queue)})`, policy);
-    const [row] = await this.db.query(UPSERT_POLICY, [queue, maxRunning, maxWaitSecs]);
+    const [row] = await this.db.query(UPSERT_POLICY, [queue, maxRunning, maxWaitSecs, options.by ?? null]);
     await this.refreshGates();
     return toPolicy(row);
   }
@@ -132,10 +107,10 @@ export class QueueControlService implements OnApplicationBootstrap, BeforeApplic
     return (await this.breakers()).find((b) => b.destination === destination)!;
   }
 
-  /** Closes a destination's breaker: its deferred jobs run when their retry time comes. */
-  async closeBreaker(destination: string): Promise<boolean> {
+  /** Closes a destination's breaker: its deferred jobs are due at once. `by` names who closed it, kept in the row (closedBy) with the time. */
+  async closeBreaker(destination: string, options: { by?: string } = {}): Promise<boolean> {
     requireName(destination, DESTINATION_REQUIRED('QueueControlService.closeBreaker()'));
-    const rows = await this.db.query(BREAKER_RESET, [destination]);
+    const rows = await this.db.query(BREAKER_RESET, [destination, options.by ?? null]);
     await this.refreshGates();
     return rows[0]?.closed === true;
   }
@@ -151,9 +126,11 @@ export class QueueControlService implements OnApplicationBootstrap, BeforeApplic
 
   /**
    * This process's workers see a change at once; every other process within
-   * its refreshInterval (default 1 s).
+   * its refreshInterval (default 1 s). The dashboard calls it after it writes
+   * a pause, a policy or a breaker reset with the same statements, so that
+   * the workers of the process it is mounted in obey at once too.
    */
-  private async refreshGates(): Promise<void> {
+  async refreshGates(): Promise<void> {
     if (this.declared === undefined && this.gates.size === 0) return;
     await Promise.all([...this.gates].map((g) => g.refreshNow()));
   }

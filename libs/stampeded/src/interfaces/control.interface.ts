@@ -75,6 +75,9 @@ export interface Breaker {
   openedBy: string | null;
   reason: string | null;
   probeBy: string | null;
+  /** Who last closed it by hand (closeBreaker({ by }), the dashboard's Reset), and when; null until someone does. */
+  closedBy: string | null;
+  closedAt: Date | null;
   updatedAt: Date;
 }
 
@@ -96,4 +99,7 @@ export interface QueuePolicyRow {
   pauseReason: string | null;
   /** Since when; null when not paused. */
   pausedAt: Date | null;
+  /** Who last set the policy (setPolicy({ by }), the dashboard's form, 'registerQueue()' for a declared one), and when; null for none. */
+  policyBy: string | null;
+  policyAt: Date | null;
 }

@@ -5,15 +5,21 @@ import { sql } from './statement.js';
 
 /** A policy row as the service returns it: the policy, the planner's verdict, an operator's pause. */
 const POLICY_COLUMNS = `queue, max_running, max_wait_secs, verdict, reason, decided_at, running,
-          paused, paused_by, pause_reason, paused_at`;
+          paused, paused_by, pause_reason, paused_at, policy_by, policy_at`;
 
-/** A declared or run-time policy; the verdict and pause columns are left alone. */
+/**
+ * A declared or run-time policy, with who set it ($4, or null) and when; the
+ * verdict and pause columns are left alone. QueueControlService.setPolicy(),
+ * the dashboard's policy form and its API all write it with this statement,
+ * after validateQueuePolicy().
+ */
 export const UPSERT_POLICY = sql(
   'control_upsert_policy',
-  `INSERT INTO stampeded_queue_policies (queue, max_running, max_wait_secs)
-   VALUES ($1, $2, $3)
+  `INSERT INTO stampeded_queue_policies (queue, max_running, max_wait_secs, policy_by, policy_at)
+   VALUES ($1, $2, $3, $4, now())
    ON CONFLICT (queue) DO UPDATE
-      SET max_running = excluded.max_running, max_wait_secs = excluded.max_wait_secs, updated_at = now()
+      SET max_running = excluded.max_running, max_wait_secs = excluded.max_wait_secs,
+          policy_by = excluded.policy_by, policy_at = now(), updated_at = now()
    RETURNING ${POLICY_COLUMNS}`,
 );
 
@@ -119,7 +125,7 @@ export const READ_BREAKERS = sql(
 export const LIST_BREAKERS = sql(
   'control_list_breakers',
   `SELECT destination, state, failures, window_started_at, opened_at, open_until, probe_by::text AS probe_by,
-          probe_at, opened_by, reason, updated_at
+          probe_at, opened_by, reason, closed_by, closed_at, updated_at
      FROM stampeded_breakers
     ORDER BY destination`,
 );
@@ -135,7 +141,8 @@ export const BREAKER_PROBE = sql('control_breaker_probe', `SELECT verdict, wait_
 
 export const BREAKER_TRIP = sql('control_breaker_trip', `SELECT state, open_until FROM stampeded_breaker_trip($1, $2, $3, $4)`);
 
-export const BREAKER_RESET = sql('control_breaker_reset', `SELECT stampeded_breaker_reset($1) AS closed`);
+/** Closes a breaker ($2: who, kept in the row, or null); false when the destination has no breaker row. */
+export const BREAKER_RESET = sql('control_breaker_reset', `SELECT stampeded_breaker_reset($1, $2) AS closed`);
 
 /**
  * Per tenant on these queues: jobs running across the fleet, and whether any
