@@ -149,6 +149,9 @@ describe('stampeded CLI', () => {
       ['schedules', 'trigger'],
       ['queues', 'pause'],
       ['queues', 'resume'],
+      ['queues', 'policy'],
+      ['breakers', 'list'],
+      ['breakers', 'reset'],
       ['health'],
       ['prune'],
       ['dlq', 'redrive'],
@@ -410,6 +413,37 @@ describe('stampeded CLI', () => {
       expect((await cli(url, ['queues', 'resume', 'mail'])).code).toBe(0);
       ({ rows } = await sql.query(`SELECT paused, paused_by, pause_reason, paused_at, verdict FROM stampeded_queue_policies WHERE queue = 'mail'`));
       expect(rows[0]).toEqual({ paused: false, paused_by: null, pause_reason: null, paused_at: null, verdict: 'steady' });
+    });
+
+    it("sets a queue's policy with the core's validation, and resets a breaker, recording who did", async () => {
+      const row = async () => (await sql.query(`SELECT max_running, max_wait_secs, policy_by FROM stampeded_queue_policies WHERE queue = 'reports'`)).rows[0];
+      const set = await cli(url, ['queues', 'policy', 'reports', '--max-running', '3', '--json']);
+      expect(set.code).toBe(0);
+      expect(set.json()).toMatchObject({ queue: 'reports', maxRunning: 3, maxWaitSecs: null, policyBy: expect.stringMatching(/ \(stampeded CLI\)$/) });
+      // A flag not given keeps its value; none removes a limit.
+      expect((await cli(url, ['queues', 'policy', 'reports', '--max-wait-secs', '20'])).stdout).toMatch(/^max running:\s+3$/m);
+      expect(await row()).toEqual({ max_running: 3, max_wait_secs: 20, policy_by: expect.stringMatching(/ \(stampeded CLI\)$/) });
+      const bad = await cli(url, ['queues', 'policy', 'reports', '--max-running', 'zero']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/policy\.maxRunning must be a whole number from 1 to 2147483647 .*got "zero"\. Nothing was written/);
+      expect((await cli(url, ['queues', 'policy', 'reports'])).code).toBe(2);
+      expect(await row()).toMatchObject({ max_running: 3, max_wait_secs: 20 });
+      expect((await cli(url, ['queues', 'policy', 'reports', '--max-running', 'none'])).code).toBe(0);
+      expect(await row()).toMatchObject({ max_running: null, max_wait_secs: 20 });
+
+      await sql.query(`SELECT stampeded_breaker_trip('ledger-api', 3600000, 'on-call', 'ledger down')`);
+      const list = await cli(url, ['breakers', 'list']);
+      expect(list.stdout.split('\n').find((l) => l.startsWith('ledger-api '))).toMatch(/^ledger-api\s+open\s+0\s+\S+\s+on-call\s+ledger down\s+-$/);
+      const reset = await cli(url, ['breakers', 'reset', 'ledger-api']);
+      expect(reset.code).toBe(0);
+      expect(reset.stdout).toMatch(/^breaker for ledger-api closed by .+ \(stampeded CLI\)$/m);
+      expect((await sql.query(`SELECT state, closed_by FROM stampeded_breakers WHERE destination = 'ledger-api'`)).rows[0]).toEqual({
+        state: 'closed',
+        closed_by: expect.stringMatching(/ \(stampeded CLI\)$/),
+      });
+      const none = await cli(url, ['breakers', 'reset', 'nowhere']);
+      expect(none.code).toBe(1);
+      expect(none.stderr).toMatch(/No circuit breaker for destination "nowhere"\. List them with `stampeded breakers list`/);
     });
 
     it('lists, pauses and resumes schedules', async () => {

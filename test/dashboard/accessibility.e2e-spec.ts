@@ -79,6 +79,7 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
     '': [''],
     jobs: ['/jobs', '/jobs?queue=orders-dead'],
     'jobs/:id': [`/jobs/${ids.failed}?queue=orders`],
+    'queues/:queue': ['/queues/orders'],
     'bulk/:action': ['/bulk/retry?queue=orders&state=discarded'],
     errors: ['/errors'],
     workers: ['/workers'],

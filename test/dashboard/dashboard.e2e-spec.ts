@@ -469,7 +469,7 @@ describe('dashboard', () => {
       expect(response.status).toBe(200);
       expect(response.headers.get('content-type')).toMatch(/^text\/html/);
       const html = await response.text();
-      expect(html).toMatch(/<a href="\/stampeded\/jobs\?queue=mail">mail<\/a>/);
+      expect(html).toMatch(/<a href="\/stampeded\/queues\/mail" title="its jobs, pause, policy and breakers">mail<\/a>/);
       expect(html).toMatch(/<svg class="chart" role="img" aria-label="\d+ jobs finished in the last hour"/);
       // The theme's script alone: this mount does not refresh.
       expect(html.match(/<script/g)).toHaveLength(1);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { QueueControlService, QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { StampededInspector } from '@stampeded/dashboard';
 import { CHROMIUM, HAS_CHROMIUM, docsScreenshot } from '../support/chromium.js';
 import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
@@ -10,7 +10,8 @@ import { waitFor } from '../support/test-app.js';
 // The screenshots in docs/dashboard.md, every one of them: `npm run
 // docs:screenshots` runs this file alone and writes docs/images/. It sets a
 // scene (queues with a history, a dead-lettered charge, a running report, a
-// workflow whose failure cancelled two jobs, schedules, a paused queue) in a
+// workflow whose failure cancelled two jobs, schedules, a paused queue, a
+// capped queue and an open breaker) in a
 // real app on a real PostgreSQL, then takes each shot of SHOTS. A view added
 // to the dashboard gets a line in SHOTS and its image a line in the docs: the
 // first two tests, which run everywhere, fail until it has both. The shots
@@ -61,6 +62,7 @@ const SHOTS: Shot[] = [
   { file: 'dashboard-workflows.png', route: 'workflows', url: () => '/workflows', variant: LIGHT },
   { file: 'dashboard-workflow-graph.png', route: 'workflows/:id', url: (s) => `/workflows/${s.workflow}`, variant: LIGHT },
   { file: 'dashboard-workflow-graph-dark.png', route: 'workflows/:id', url: (s) => `/workflows/${s.workflow}`, variant: DARK },
+  { file: 'dashboard-queue-controls.png', route: 'queues/:queue', url: () => '/queues/payments', variant: LIGHT },
   { file: 'dashboard-workers.png', route: 'workers', url: () => '/workers', variant: LIGHT },
   { file: 'dashboard-health.png', route: 'health', url: () => '/health', variant: LIGHT },
 ];
@@ -79,6 +81,7 @@ function failure(message: string, at: string): Error {
  */
 const TAKEN_BY: Record<string, string> = {
   'dashboard-replica-lag.png': 'test/dashboard/replica.e2e-spec.ts',
+  'dashboard-queue-policy-error.png': 'test/dashboard/queue-controls.e2e-spec.ts',
 };
 
 @Task('send-welcome-email', { queue: 'emails' })
@@ -196,6 +199,10 @@ describeWhenAsked(
         `UPDATE stampeded_jobs SET claimed_at = finished_at - random() * interval '40 milliseconds' WHERE queue = 'emails' AND state = 'completed'`,
       );
       await app.get(StampededInspector).pauseQueue('emails', 'ops (dashboard)', 'migrating the mail provider');
+      // The payments queue's page: a cap an operator set, and a partner's breaker open.
+      const control = app.get(QueueControlService);
+      await control.setPolicy('payments', { maxRunning: 8, maxWaitSecs: 120 }, { by: 'ana (dashboard)' });
+      await control.openBreaker('api.stripe.com', { for: '10m', by: 'on-call', reason: 'partner answered 503 five times' });
     });
 
     afterAll(async () => {

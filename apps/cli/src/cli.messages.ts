@@ -47,3 +47,8 @@ export const ENCRYPTION_KEYS_NEEDED = () =>
 
 export const ENCRYPTION_KEYS_UNREADABLE = (source: string, why: string) =>
   `${source} could not be read as the keys' JSON: ${why}. Give { "keys": { "<id>": "<base64>" }, "current": "<id>" }.`;
+
+export const POLICY_NOTHING_GIVEN = (queue: string) =>
+  `Nothing to change: pass --max-running N and/or --max-wait-secs N (none for no limit), e.g. \`stampeded queues policy ${queue} --max-running 10\`.`;
+
+export const BREAKER_NOT_FOUND = (destination: string) => `No circuit breaker for destination "${destination}". List them with \`stampeded breakers list\`.`;

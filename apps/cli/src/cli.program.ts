@@ -4,6 +4,7 @@ import { registerStatus } from './commands/status.command.js';
 import { registerJobs } from './commands/jobs.command.js';
 import { registerSchedules } from './commands/schedules.command.js';
 import { registerQueues } from './commands/queues.command.js';
+import { registerBreakers } from './commands/breakers.command.js';
 import { registerHealth } from './commands/health.command.js';
 import { registerPrune } from './commands/prune.command.js';
 import { registerDlq } from './commands/dlq.command.js';
@@ -38,6 +39,7 @@ export function buildProgram(io: CliIo): Command {
   registerJobs(program);
   registerSchedules(program);
   registerQueues(program);
+  registerBreakers(program);
   registerHealth(program);
   registerPrune(program);
   registerDlq(program);

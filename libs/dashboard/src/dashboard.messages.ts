@@ -75,3 +75,8 @@ export const REPLICA_DEGRADED = (replica: { readingFrom: string; lagSeconds: num
 export const UNKNOWN_HEALTH_INSTANCE = (instance: string, known: readonly string[]) =>
   `StampededHealthIndicator: the app has no Stampeded instance "${instance}" (it has ${known.map((k) => `"${k}"`).join(', ')}). ` +
   `Name one of those, or check the name given to StampededModule.forRoot({ name }).`;
+
+export const BAD_POLICY = (problem: string) => `${problem} Nothing was written: correct the value and save again (empty, or none, for no limit).`;
+
+export const BREAKER_NOT_FOUND = (destination: string) =>
+  `No circuit breaker for destination ${JSON.stringify(destination)}: a breaker exists once a job for it has failed or it was opened by hand. The queue page lists them.`;

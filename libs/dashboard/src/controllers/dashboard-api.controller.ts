@@ -13,12 +13,15 @@ import {
   Req,
   UseFilters,
   UseGuards,
+  Optional,
 } from '@nestjs/common';
+import { QueueControlService } from '@stampeded/nestjs';
 import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard } from '../auth/csrf.guard.js';
 import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
 import { CSRF_COOKIE } from '../dashboard.constants.js';
-import { JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
+import { BREAKER_NOT_FOUND, JOB_NOT_FOUND, NOT_ACTIONABLE, SCHEDULE_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
+import { policyFromInput } from '../inspector/queue-policy.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
 import { jobListQuery } from '../inspector/job-inspector.js';
 import type { ActionResult } from '../inspector/job-actions.js';
@@ -26,7 +29,7 @@ import { InspectorErrorFilter } from './inspector-error.filter.js';
 
 export type JobAction = 'retry' | 'run' | 'cancel' | 'discard';
 const JOB_ACTIONS: readonly JobAction[] = ['retry', 'run', 'cancel', 'discard'];
-export const QUEUE_ACTIONS = ['pause', 'resume'] as const;
+export const QUEUE_ACTIONS = ['pause', 'resume', 'policy'] as const;
 export const SCHEDULE_ACTIONS = ['pause', 'resume', 'trigger'] as const;
 
 /** Runs one job action; null when there is no such job. Shared by the API and the pages' forms. */
@@ -67,7 +70,10 @@ export function operatorOf(request: DashboardRequest): string {
 @UseGuards(DashboardAuthGuard, CsrfGuard)
 @UseFilters(InspectorErrorFilter)
 export class DashboardApiController {
-  constructor(@Inject(StampededInspector) private readonly inspector: StampededInspector) {}
+  constructor(
+    @Inject(StampededInspector) private readonly inspector: StampededInspector,
+    @Optional() @Inject(QueueControlService) private readonly control?: QueueControlService,
+  ) {}
 
   /** The CSRF token to send as the x-stampeded-csrf header; the cookie it pairs with comes with this response. */
   @Get('csrf')
@@ -81,6 +87,29 @@ export class DashboardApiController {
   async queues() {
     const [queues, throughput] = await Promise.all([this.inspector.queues(), this.inspector.throughput()]);
     return { queues, throughput };
+  }
+
+  /** One queue: its counts, verdict, pause and policy, with who set them. */
+  @Get('queues/:queue')
+  @Header('Cache-Control', 'no-store')
+  queue(@Param('queue') queue: string) {
+    return this.inspector.queue(queue);
+  }
+
+  @Get('breakers')
+  @Header('Cache-Control', 'no-store')
+  breakers() {
+    return this.inspector.breakers();
+  }
+
+  /** Closes a destination's breaker for the fleet, recording who did; its deferred jobs are due at once. */
+  @Post('breakers/:destination/reset')
+  @HttpCode(200)
+  async resetBreaker(@Param('destination') destination: string, @Req() request: DashboardRequest) {
+    const breaker = await this.inspector.closeBreaker(destination, operatorOf(request));
+    if (!breaker) throw new NotFoundException(BREAKER_NOT_FOUND(destination));
+    await this.control?.refreshGates();
+    return breaker;
   }
 
   @Get('throughput')
@@ -196,10 +225,15 @@ export class DashboardApiController {
 
   @Post('queues/:queue/:action')
   @HttpCode(200)
-  queueAction(@Param('queue') queue: string, @Param('action') action: string, @Req() request: DashboardRequest, @Body() body?: { reason?: string }) {
-    if (action === 'pause') return this.inspector.pauseQueue(queue, operatorOf(request), typeof body?.reason === 'string' ? body.reason : undefined);
-    if (action === 'resume') return this.inspector.resumeQueue(queue);
-    throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
+  async queueAction(@Param('queue') queue: string, @Param('action') action: string, @Req() request: DashboardRequest, @Body() body?: Record<string, unknown>) {
+    let row: unknown;
+    if (action === 'pause') row = await this.inspector.pauseQueue(queue, operatorOf(request), typeof body?.reason === 'string' ? body.reason : undefined);
+    else if (action === 'resume') row = await this.inspector.resumeQueue(queue);
+    // The whole policy, as setPolicy() takes it: a field left out is no limit.
+    else if (action === 'policy') row = await this.inspector.setPolicy(queue, policyFromInput(body), operatorOf(request));
+    else throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
+    await this.control?.refreshGates();
+    return row;
   }
 
   @Post('dlq/:queue/redrive')

@@ -12,15 +12,17 @@ import {
   Res,
   UseFilters,
   UseGuards,
+  Optional,
   applyDecorators,
   Header,
 } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
+import { QueueControlService } from '@stampeded/nestjs';
 import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard, ensureCsrfCookie } from '../auth/csrf.guard.js';
 import type { DashboardRequest } from '../auth/dashboard-request.js';
 import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
-import { JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
+import { BREAKER_NOT_FOUND, JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
 import { jobListQuery } from '../inspector/job-inspector.js';
@@ -28,6 +30,8 @@ import type { BulkFilters } from '../inspector/job-actions.js';
 import { PAGE_SCRIPT_SOURCES, type PageContext } from '../views/layout.view.js';
 import { bulkConfirmPage, errorsPage, jobPage, jobsPage, queuesPage, schedulesPage, workersPage, workflowsPage } from '../views/pages.view.js';
 import { workflowPage } from '../views/workflow.view.js';
+import { queuePage } from '../views/queue.view.js';
+import { POLICY_FIELDS, policyFromInput } from '../inspector/queue-policy.js';
 import { healthPage } from '../views/health.view.js';
 import { jobHistorySections } from '../views/job-history.view.js';
 import { badSearchPage } from '../views/job-search.view.js';
@@ -63,6 +67,7 @@ export class DashboardPagesController {
   constructor(
     @Inject(StampededInspector) private readonly inspector: StampededInspector,
     @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+    @Optional() @Inject(QueueControlService) private readonly control?: QueueControlService,
   ) {}
 
   @Get()
@@ -70,6 +75,13 @@ export class DashboardPagesController {
   async queues(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse) {
     const [queues, throughput] = await Promise.all([this.inspector.queues(), this.inspector.throughput()]);
     return queuesPage({ ...(await this.context(request, response)), refreshSeconds: this.options.refreshSeconds }, queues, throughput);
+  }
+
+  @Get('queues/:queue')
+  @HtmlPage()
+  async queue(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('queue') queue: string) {
+    const [summary, breakers] = await Promise.all([this.inspector.queue(queue), this.inspector.breakers()]);
+    return queuePage(await this.context(request, response), summary, breakers);
   }
 
   @Get('jobs')
@@ -174,12 +186,46 @@ export class DashboardPagesController {
     return await this.back(body);
   }
 
+  /**
+   * The policy form. A value the core's validation refuses is answered on
+   * the queue's page, with the message and the form as typed, and nothing
+   * written; a saved policy goes back to the page it was saved from.
+   */
+  @Post('actions/queues/:queue/policy')
+  @HtmlPage()
+  async setPolicy(@Req() request: DashboardRequest, @Res() response: ServerResponse, @Param('queue') queue: string, @Body() body: Record<string, unknown>) {
+    const typed = policyFromInput(body, POLICY_FIELDS);
+    try {
+      await this.inspector.setPolicy(queue, typed, operatorOf(request));
+      await this.control?.refreshGates();
+    } catch (error) {
+      if (!(error instanceof InspectorInputError)) throw error;
+      const [summary, breakers] = await Promise.all([this.inspector.queue(queue), this.inspector.breakers()]);
+      const typedAsText = Object.fromEntries(POLICY_FIELDS.map((f) => [f, body?.[f]]));
+      response.statusCode = 400;
+      response.end(queuePage(await this.context(request, response), summary, breakers, { message: error.message, typed: typedAsText }));
+      return;
+    }
+    response.statusCode = 303;
+    response.setHeader('Location', (await this.back(body)).url);
+    response.end();
+  }
+
+  @Post('actions/breakers/:destination/reset')
+  @Redirect()
+  async resetBreaker(@Req() request: DashboardRequest, @Param('destination') destination: string, @Body() body: Record<string, unknown>) {
+    if (!(await this.inspector.closeBreaker(destination, operatorOf(request)))) throw new NotFoundException(BREAKER_NOT_FOUND(destination));
+    await this.control?.refreshGates();
+    return await this.back(body);
+  }
+
   @Post('actions/queues/:queue/:action')
   @Redirect()
   async queueAction(@Req() request: DashboardRequest, @Param('queue') queue: string, @Param('action') action: string, @Body() body: Record<string, unknown>) {
-    if (action === 'pause') await this.inspector.pauseQueue(queue, operatorOf(request));
+    if (action === 'pause') await this.inspector.pauseQueue(queue, operatorOf(request), typeof body?.reason === 'string' ? body.reason : undefined);
     else if (action === 'resume') await this.inspector.resumeQueue(queue);
     else throw new NotFoundException(UNKNOWN_ACTION('queue', action, QUEUE_ACTIONS));
+    await this.control?.refreshGates();
     return await this.back(body);
   }
 

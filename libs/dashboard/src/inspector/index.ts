@@ -4,6 +4,7 @@
 export { StampededInspector } from './stampeded-inspector.js';
 export { InspectorInputError } from './inspector-input.js';
 export { encodeCursor } from './job-cursor.js';
+export { policyFromInput } from './queue-policy.js';
 export { workflowCountsText, workflowTree } from './workflow-tree.js';
 export type { WorkflowTreeLine } from './workflow-tree.js';
 export type { InspectorDatabase, InspectorReads } from './inspector-database.js';

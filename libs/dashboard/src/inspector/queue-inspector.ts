@@ -17,6 +17,9 @@ export interface QueueSummary {
   pausedBy: string | null;
   pauseReason: string | null;
   pausedAt: Date | null;
+  /** Who last set the policy (an operator, 'registerQueue()' for a declared one), and when; null for none. */
+  policyBy: string | null;
+  policyAt: Date | null;
   /** How long the job at the head of the claim order has been due, in seconds; null when none is due. */
   headWaitSecs: number | null;
 }
@@ -41,20 +44,7 @@ export class QueueInspector {
     const summary = (queue: string) => {
       let s = byQueue.get(queue);
       if (!s) {
-        s = {
-          queue,
-          counts: emptyCounts(),
-          verdict: 'steady',
-          reason: null,
-          decidedAt: null,
-          maxRunning: null,
-          maxWaitSecs: null,
-          paused: false,
-          pausedBy: null,
-          pauseReason: null,
-          pausedAt: null,
-          headWaitSecs: null,
-        };
+        s = this.emptySummary(queue);
         byQueue.set(queue, s);
       }
       return s;
@@ -70,10 +60,32 @@ export class QueueInspector {
       s.pausedBy = row.paused_by;
       s.pauseReason = row.pause_reason;
       s.pausedAt = row.paused_at;
+      s.policyBy = row.policy_by;
+      s.policyAt = row.policy_at;
       s.headWaitSecs = row.head_wait_secs === null ? null : Math.max(0, Number(row.head_wait_secs));
     }
     for (const row of counts) if (Number(row.n) !== 0 || byQueue.has(row.queue)) summary(row.queue).counts[row.state] = Number(row.n);
     return [...byQueue.values()].sort((a, b) => a.queue.localeCompare(b.queue));
+  }
+
+  /** A queue with no jobs counted and no policy row: what a queue is until it has either. */
+  emptySummary(queue: string): QueueSummary {
+    return {
+      queue,
+      counts: emptyCounts(),
+      verdict: 'steady',
+      reason: null,
+      decidedAt: null,
+      maxRunning: null,
+      maxWaitSecs: null,
+      paused: false,
+      pausedBy: null,
+      pauseReason: null,
+      pausedAt: null,
+      policyBy: null,
+      policyAt: null,
+      headWaitSecs: null,
+    };
   }
 
   /** Jobs finished per minute over the last `minutes`, oldest first, every minute present. */

@@ -1,4 +1,4 @@
-import type { CancelWorkflowResult, Workflow, WorkflowSummary } from '@stampeded/nestjs';
+import type { Breaker, CancelWorkflowResult, QueuePolicyRow, Workflow, WorkflowSummary } from '@stampeded/nestjs';
 import type { ReplicaStatus } from '@stampeded/nestjs/internal';
 import type { InspectorDatabase, InspectorReads } from './inspector-database.js';
 import { InstallInspector, type InstallHealth } from './install-inspector.js';
@@ -8,12 +8,14 @@ import { attemptTimeline, type AttemptTimeline } from './attempt-timeline.js';
 import { RelatedJobsInspector, type RelatedJobs } from './related-jobs.js';
 import { MaintenanceActions, type PruneOptions, type RedriveOptions, type RedriveResult } from './maintenance-actions.js';
 import { QueueInspector, type QueueSummary, type ThroughputBucket } from './queue-inspector.js';
+import { QueuePolicyActions } from './queue-policy.js';
 import { ScheduleInspector } from './schedule-inspector.js';
 import { WorkflowInspector } from './workflow-inspector.js';
 
 /** Each concern's inspector, all on one database. */
 class Inspectors {
   readonly queues: QueueInspector;
+  readonly queuePolicy: QueuePolicyActions;
   readonly jobs: JobInspector;
   readonly related: RelatedJobsInspector;
   readonly jobActions: JobActions;
@@ -24,6 +26,7 @@ class Inspectors {
 
   constructor(db: InspectorDatabase) {
     this.queues = new QueueInspector(db);
+    this.queuePolicy = new QueuePolicyActions(db);
     this.jobs = new JobInspector(db);
     this.related = new RelatedJobsInspector(db);
     this.jobActions = new JobActions(db);
@@ -90,6 +93,28 @@ export class StampededInspector {
 
   resumeQueue(queue: string): Promise<Record<string, unknown>> {
     return this.acting.queues.resumeQueue(queue);
+  }
+
+  /** One queue as the queues page shows it (zero counts for a queue with no jobs and no policy yet). */
+  async queue(name: string): Promise<QueueSummary> {
+    const found = (await this.reading.queues.queues()).find((q) => q.queue === name);
+    return found ?? this.reading.queues.emptySummary(name);
+  }
+
+  // A queue's policy and the breakers: queue-policy.ts.
+
+  /** Validated by the core's rules before anything is written; `by` is kept in the row with the time. */
+  setPolicy(queue: string, input: Record<string, unknown>, by: string): Promise<QueuePolicyRow> {
+    return this.acting.queuePolicy.setPolicy(queue, input, by);
+  }
+
+  breakers(): Promise<Breaker[]> {
+    return this.reading.queuePolicy.breakers();
+  }
+
+  /** Closes a destination's breaker for the fleet, its deferred jobs due at once; null when there is none. */
+  closeBreaker(destination: string, by: string): Promise<Breaker | null> {
+    return this.acting.queuePolicy.closeBreaker(destination, by);
   }
 
   // Jobs: job-inspector.ts, and the actions on them in job-actions.ts.

@@ -20,7 +20,7 @@ export const QUEUE_STATE = sql(
    )
    SELECT q.queue,
           p.verdict, p.reason, p.decided_at, p.max_running, p.max_wait_secs,
-          coalesce(p.paused, false) AS paused, p.paused_by, p.pause_reason, p.paused_at,
+          coalesce(p.paused, false) AS paused, p.paused_by, p.pause_reason, p.paused_at, p.policy_by, p.policy_at,
           head.scheduled_at AS head_due_since,
           extract(epoch FROM now() - head.scheduled_at)::float8 AS head_wait_secs
      FROM names q

@@ -46,7 +46,7 @@ const wait = (secs: number | null) => (secs === null ? show(null) : secs > 60 ? 
 
 export function queuesPage(ctx: PageContext, queues: QueueSummary[], throughput: ThroughputBucket[]): string {
   const rows = queues.map((q) => [
-    `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue })}`)}">${esc(q.queue)}</a>`,
+    `<a href="${esc(`${ctx.base}/queues/${encodeURIComponent(q.queue)}`)}" title="its jobs, pause, policy and breakers">${esc(q.queue)}</a>`,
     ...JOB_STATES.map((s) =>
       q.counts[s] ? `<a href="${esc(`${ctx.base}/jobs${query({ queue: q.queue, state: s })}`)}">${q.counts[s]}</a>` : '<span class="dim">0</span>',
     ),
