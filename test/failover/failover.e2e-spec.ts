@@ -21,11 +21,14 @@ const RATE = FULL ? 80 : 40;
 const LONG_EVERY = 8;
 const LONG_MS = 1200;
 /** Async: how long the primary commits alone before it dies. */
-const UNREPLICATED_MS = 1000;
+const UNREPLICATED_MS = 1500;
 /** Async: jobs enqueued (and replicated) before streaming stops, due just after: claimed on the primary alone, and running when it dies. */
 const HELD = 6;
 const HELD_DUE_MS = 500;
 const HELD_MS = 5000;
+/** Async: jobs started before streaming stops that finish after: their completions are lost. */
+const FINISHING = 4;
+const FINISHING_MS = 1200;
 
 interface Acked {
   id: string;
@@ -151,6 +154,8 @@ interface Outcome {
   /** Async: the jobs claimed on the old primary alone and running when it died. */
   held: string[];
   pausedAt: number;
+  /** When the standby had stopped streaming: what the old primary committed after is lost. */
+  pauseDoneAt: number;
   killedAt: number;
   /** When the old primary's postmaster had exited: nothing is committed there after. */
   deadAt: number;
@@ -188,12 +193,17 @@ async function failOver(primary: StartedPrimary, standby: Standby, fleet: Worker
   if (!standby.synchronous) {
     const queue = app.get(QueueService);
     for (let i = 0; i < HELD; i++) held.push((await queue.enqueue('witnessed', { ms: HELD_MS }, { queue: 'failover', delayMs: HELD_DUE_MS })).id);
-    for (const id of held) stream.acked.push({ id, at: Date.now() });
+    const finishing: string[] = [];
+    for (let i = 0; i < FINISHING; i++) finishing.push((await queue.enqueue('witnessed', { ms: FINISHING_MS }, { queue: 'failover' })).id);
+    for (const id of [...held, ...finishing]) stream.acked.push({ id, at: Date.now() });
+    await waitFor(() => finishing.every((id) => fleet.some((p) => p.has('run', (e) => e.id === id))), 'the finishing jobs to start');
     await standby.caughtUp();
   }
   const pausedAt = Date.now();
+  let pauseDoneAt = pausedAt;
   if (!standby.synchronous) {
     await standby.pauseStreaming();
+    pauseDoneAt = Date.now();
     await new Promise((r) => setTimeout(r, UNREPLICATED_MS));
   }
   const killedAt = Date.now();
@@ -249,6 +259,7 @@ async function failOver(primary: StartedPrimary, standby: Standby, fleet: Worker
       fleet,
       held,
       pausedAt,
+      pauseDoneAt,
       killedAt,
       deadAt,
       promotedAt,
@@ -339,12 +350,11 @@ describe.each([
       expect(kept.filter((a) => o.states.get(a.id) !== 'completed')).toEqual([]);
       // At least once: every job kept ran to its end at least once.
       expect(kept.filter((a) => finished(a.id).length === 0)).toEqual([]);
-      // Completions lost with the unreplicated commits: the job ran to its end
-      // and its completion was recorded on the old primary, and it ran again.
-      const lostCompletions = kept.filter((a) => {
-        const runs = finished(a.id);
-        return runs.some((r) => r.end! < o.deadAt) && runs.some((r) => r.start > o.deadAt);
-      });
+      // Completions lost with the unreplicated commits: recorded on the old
+      // primary after streaming stopped, for a job the new primary kept. Each
+      // such job ran again after the failover.
+      const lostCompletions = [...new Set(o.completedEvents.filter((e) => e.at > o.pauseDoneAt && e.at < o.deadAt && o.states.has(e.id)).map((e) => e.id))];
+      expect(lostCompletions.filter((id) => !finished(id).some((r) => r.start > o.deadAt))).toEqual([]);
       // Claims lost: a worker runs the job across the failover, believing it
       // holds it, while the new primary has it waiting. Once the worker
       // reaches the new primary it finds the claim gone and stops the run
@@ -353,9 +363,10 @@ describe.each([
       // the run under way stands for that claim. Either way one completion.
       const heldRuns = o.held.map((id) => ({ id, runs: ended(id), stale: ended(id).find((r) => r.start < o.deadAt) }));
       // Those claimed before the old primary died were running then; one
-      // that a busy fleet claimed only later ran once, as any job.
+      // that a busy fleet claimed only later ran once, as any job. How many
+      // a fleet claims inside the window varies with the machine's load:
+      // lost-outcomes.e2e-spec.ts makes one such claim on purpose.
       const claimedBefore = heldRuns.filter((h) => h.stale);
-      expect(claimedBefore.length).toBeGreaterThan(0);
       expect(claimedBefore.filter((h) => h.stale!.end! < o.deadAt)).toEqual([]);
       expect(heldRuns.filter((h) => !h.stale && h.runs.length !== 1)).toEqual([]);
       expect(o.held.filter((id) => o.states.get(id) !== 'completed' || completedAfterKill.get(id) !== 1)).toEqual([]);
@@ -365,6 +376,7 @@ describe.each([
         expect(o.completedEvents.filter((e) => e.id === h.id && e.pid === h.stale!.pid && e.at > h.stale!.start && e.at <= h.stale!.end!)).toEqual([]);
       }
       const adopted = claimedBefore.filter((h) => h.runs.length === 1);
+      // The jobs started before streaming stopped and finished after were among them.
       expect(lostCompletions.length).toBeGreaterThan(0);
       // No overlap but between a run whose claim the failover lost and the job's next run.
       const unexplained = pairs.filter(([a]) => !fenced.some((h) => h.id === a.id));
