@@ -80,3 +80,6 @@ export const BAD_POLICY = (problem: string) => `${problem} Nothing was written: 
 
 export const BREAKER_NOT_FOUND = (destination: string) =>
   `No circuit breaker for destination ${JSON.stringify(destination)}: a breaker exists once a job for it has failed or it was opened by hand. The queue page lists them.`;
+
+export const UNKNOWN_DASHBOARD_INSTANCE = (instance: string, known: readonly string[]) =>
+  `No Stampeded instance "${instance}" in this app: it has ${known.map((k) => `"${k}"`).join(', ')}. Pick one in the dashboard's instance switcher.`;

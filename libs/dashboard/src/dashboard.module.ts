@@ -8,6 +8,7 @@ import { DashboardApiController } from './controllers/dashboard-api.controller.j
 import { DashboardPagesController } from './controllers/dashboard-pages.controller.js';
 import { InspectorErrorFilter } from './controllers/inspector-error.filter.js';
 import { StampededInspector } from './inspector/stampeded-inspector.js';
+import { forInstances, instanceInspectorProviders, INSTANCES_SEGMENT } from './instances/instance-inspectors.js';
 import type { ResolvedDashboardOptions, StampededDashboardOptions } from './interfaces/dashboard-options.interface.js';
 
 const OPTION_NAMES = ['path', 'auth', 'readOnly', 'refreshSeconds'] as const;
@@ -72,6 +73,7 @@ export class StampededDashboardModule {
         inject: [StampededDatabase, ReadDatabase],
         useFactory: (db: StampededDatabase, reads: ReadDatabase) => new StampededInspector(db, reads.replicated ? reads : undefined),
       },
+      ...instanceInspectorProviders,
       DashboardAuthGuard,
       CsrfGuard,
       InspectorErrorFilter,
@@ -79,7 +81,13 @@ export class StampededDashboardModule {
     ];
     return {
       module: StampededDashboardModule,
-      controllers: [mountAt(DashboardApiController, `${resolved.path}/api`), mountAt(DashboardPagesController, resolved.path || '/')],
+      controllers: [
+        mountAt(DashboardApiController, `${resolved.path}/api`),
+        mountAt(DashboardPagesController, resolved.path || '/'),
+        // A named instance's pages and API, under <path>/instances/<name>: the default instance's URLs stay as they were.
+        forInstances(mountAt(DashboardApiController, `${resolved.path}/${INSTANCES_SEGMENT}/:instance/api`), 1),
+        forInstances(mountAt(DashboardPagesController, `${resolved.path}/${INSTANCES_SEGMENT}/:instance`), 3),
+      ],
       providers,
       exports: [StampededInspector],
     };

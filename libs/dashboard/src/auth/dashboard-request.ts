@@ -4,6 +4,8 @@ import type { IncomingMessage } from 'node:http';
 export interface DashboardRequest extends IncomingMessage {
   body?: Record<string, unknown>;
   query: Record<string, unknown>;
+  /** The route's parameters: `instance` on a named instance's pages. */
+  params?: Record<string, string>;
 }
 
 export function cookieOf(request: IncomingMessage, name: string): string | undefined {

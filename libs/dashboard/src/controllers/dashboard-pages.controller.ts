@@ -25,6 +25,8 @@ import { DASHBOARD_OPTIONS } from '../dashboard.constants.js';
 import { BREAKER_NOT_FOUND, JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } from '../dashboard.messages.js';
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
+import { InstanceInspectors, instanceBase } from '../instances/instance-inspectors.js';
+import { DEFAULT_INSTANCE } from '@stampeded/nestjs/internal';
 import { jobListQuery } from '../inspector/job-inspector.js';
 import type { BulkFilters } from '../inspector/job-actions.js';
 import { PAGE_SCRIPT_SOURCES, type PageContext } from '../views/layout.view.js';
@@ -67,6 +69,7 @@ export class DashboardPagesController {
   constructor(
     @Inject(StampededInspector) private readonly inspector: StampededInspector,
     @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+    @Inject(InstanceInspectors) private readonly instances: InstanceInspectors,
     @Optional() @Inject(QueueControlService) private readonly control?: QueueControlService,
   ) {}
 
@@ -254,7 +257,9 @@ export class DashboardPagesController {
 
   private async context(request: DashboardRequest, response: ServerResponse): Promise<PageContext> {
     const csrf = ensureCsrfCookie(request, response, this.options.path);
-    return { base: this.options.path, csrf, readOnly: this.options.readOnly, replica: await this.inspector.replica() };
+    const current = request.params?.instance ?? DEFAULT_INSTANCE;
+    const instances = { current, names: this.instances.names(), root: this.options.path };
+    return { base: instanceBase(this.options.path, current), csrf, readOnly: this.options.readOnly, replica: await this.inspector.replica(), instances };
   }
 
   /**

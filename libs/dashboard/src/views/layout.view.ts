@@ -1,6 +1,7 @@
 import type { ReplicaStatus } from '@stampeded/nestjs/internal';
 import { esc } from './html.js';
 import { replicaView } from './replica.view.js';
+import { instanceBase } from '../instances/instance-base.js';
 import { scriptSource, THEME_CSS, THEME_SCRIPT } from './theme.view.js';
 
 export interface PageContext {
@@ -11,6 +12,8 @@ export interface PageContext {
   refreshSeconds?: number;
   /** How far behind the replica the page read is; absent or null when it read the primary by configuration. */
   replica?: ReplicaStatus | null;
+  /** The app's instances, when it has several databases: the switcher's links, each to the same page of that instance. */
+  instances?: { current: string; names: string[]; root: string };
 }
 
 const NAV: [string, string][] = [
@@ -38,6 +41,7 @@ a{color:var(--link)}
 .sr-only{position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap;border:0}
 header{background:var(--header-bg);color:var(--header-text);padding:8px 20px;display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center}
 header :focus-visible{outline-color:var(--header-focus)}
+header nav.instances{display:flex;gap:6px;align-items:baseline;padding-right:14px;border-right:1px solid var(--header-text)}header nav.instances>span{opacity:.7}header nav.instances a[aria-current]{font-weight:600}
 header nav ul{display:flex;flex-wrap:wrap;gap:4px 16px;margin:0;padding:0;list-style:none}
 header a{color:var(--header-text);text-decoration:none;display:inline-block;padding:4px 0}header a[aria-current=page]{color:var(--header-strong);font-weight:600;text-decoration:underline;text-underline-offset:4px}
 header .brand{font-weight:700;color:var(--header-strong);margin-right:12px}
@@ -170,8 +174,24 @@ export function layout(ctx: PageContext, active: string, title: string, body: st
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${refresh}
 <title>${esc(title)} · Stampeded</title><script>${THEME_SCRIPT}</script><style>${STYLE}</style></head>
 <body><a class="skip" href="#main">Skip to content</a>
-<header><span class="brand">Stampeded</span><nav aria-label="Dashboard"><ul>${nav}</ul></nav><div class="tools">${readOnly}${theme}${live}</div></header>
+<header><span class="brand">Stampeded</span>${instanceSwitcher(ctx, active)}<nav aria-label="Dashboard"><ul>${nav}</ul></nav><div class="tools">${readOnly}${theme}${live}</div></header>
 <main id="main" tabindex="-1" data-refresh="${seconds}"${summary ? ` data-summary="${esc(summary)}"` : ''}><h1>${esc(title)}</h1>${replicaView(ctx.replica)}${body}</main>${script}</body></html>`;
+}
+
+/**
+ * Links to the same page of each instance, in an app with several databases;
+ * nothing in an app with one. The default instance's pages keep the
+ * dashboard's own path; a named one's are under /instances/<name>.
+ */
+function instanceSwitcher(ctx: PageContext, active: string): string {
+  const instances = ctx.instances;
+  if (!instances || instances.names.length < 2) return '';
+  const links = instances.names.map((name) => {
+    const base = instanceBase(instances.root, name);
+    const current = name === instances.current ? ' aria-current="true"' : '';
+    return `<li><a href="${esc(base + active || '/')}"${current}>${esc(name)}</a></li>`;
+  });
+  return `<nav aria-label="Instances" class="instances"><span>instance</span><ul>${links.join('')}</ul></nav>`;
 }
 
 /** A one-button form posting an action; absent in read-only mode. */
