@@ -1,5 +1,6 @@
 import { Injectable, Module, type DynamicModule, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { Test } from '@nestjs/testing';
 import {
   getQueueServiceToken,
@@ -223,6 +224,26 @@ describe('several databases: what startup refuses', () => {
     const again = StampededModule.forRoot({ name: BILLING, connection: { url: servers.billing.url } });
     expect(await bootRefused([], [], [again])).toMatch(/^StampededModule.forRoot\(\) declares the instance "billing" twice/);
     expect(() => StampededModule.forRoot({ name: 'no spaces' })).toThrow(/name "no spaces" is not an instance name/);
+  });
+
+  it('declares a named instance through forRootAsync(), its options from a factory', async () => {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: servers.main.url }),
+        TypeOrmModule.forRoot({ name: BILLING, type: 'postgres', url: servers.billing.url }),
+        StampededModule.forRoot({ migrations: 'auto', worker: { enabled: false } }),
+        StampededModule.forRootAsync({ name: BILLING, dataSource: BILLING, useFactory: async () => ({ migrations: 'auto', worker: { enabled: false } }) }),
+      ],
+    })
+    class AsyncModule {}
+    const app = await NestFactory.createApplicationContext(AsyncModule, { logger: false });
+    try {
+      const { id } = await app.get<string, QueueService>(getQueueServiceToken(BILLING) as string).enqueue('audit-month', {});
+      expect(await rowsOf(servers.billingSql, id)).toEqual([{ task: 'audit-month', state: 'available' }]);
+      expect(await rowsOf(servers.mainSql, id)).toEqual([]);
+    } finally {
+      await app.close();
+    }
   });
 
   it('lets a test override an instance service by its token', async () => {
