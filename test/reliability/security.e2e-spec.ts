@@ -326,7 +326,7 @@ describe('security: least privilege', () => {
 
       const maintenance = app.get(MaintenanceService);
       await waitFor(() => maintenance.isLeader, 'the runtime role to win the leader lock');
-      for (const name of ['reaper', 'expirer', 'pruner', 'partitions', 'health'] as MaintenanceTaskName[]) {
+      for (const name of ['reaper', 'expirer', 'pruner', 'partitions', 'health', 'insights'] as MaintenanceTaskName[]) {
         await expect(maintenance.run(name)).resolves.toBeDefined();
       }
     } finally {

@@ -46,3 +46,6 @@ export { JobEncryption } from './encryption/job-encryption.js';
 export { EncryptionRotator, ROTATE_BATCH_SIZE } from './encryption/encryption-rotator.js';
 export { envelopeOf, envelopeOfText } from './encryption/envelope.js';
 export { sealedKeyIdSql } from './sql/encryption.sql.js';
+export { INSIGHTS_HISTOGRAM, INSIGHTS_PRECISION, addHistogram, bucketBounds, percentile } from './maintenance/insights-histogram.js';
+export { ROLLUP_INSIGHTS } from './sql/maintenance.sql.js';
+export { INSIGHTS_TOP_KEYS } from './maintenance/insights-rollup.js';

@@ -43,6 +43,26 @@ export interface MaintenanceOptions {
   healthIntervalMs?: Duration;
   /** Rebuild sparse indexes with REINDEX CONCURRENTLY. Default false: it is the operator's call. */
   reindex?: boolean | { intervalMs?: Duration };
+  /**
+   * The insights rollup behind the dashboard's charts: the leader adds each
+   * finished job to a row per minute and per hour (docs/maintenance.md,
+   * "Insights"). Default true; false stops it, and the pruner then no longer
+   * waits for it.
+   */
+  insights?:
+    | boolean
+    | {
+        /** How often the leader rolls up the jobs finished since its last run. Default 15 s. */
+        intervalMs?: Duration;
+        /** How long ago a job must have finished to be read: longer than any transaction that finishes jobs stays open. Default '30s'. */
+        settle?: Duration;
+        /** Finished jobs read per statement. Default 10,000. */
+        batchSize?: number;
+        /** How long the minute rows (the last-hour chart) are kept. Default '2d'. */
+        minuteRetention?: Duration;
+        /** How long the hour rows and the busiest tenants and destinations are kept. Default '30d'. */
+        hourRetention?: Duration;
+      };
 }
 
 export interface VacuumHealth {
@@ -100,7 +120,7 @@ export interface MaintenanceHealth {
   brokenPartitions: string[];
 }
 
-export type MaintenanceTaskName = 'reaper' | 'expirer' | 'ordering' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner';
+export type MaintenanceTaskName = 'reaper' | 'expirer' | 'ordering' | 'pruner' | 'partitions' | 'health' | 'reindexer' | 'planner' | 'insights';
 
 /** What the maintenance service raises: tests and dashboards wait on these rather than on time. */
 export type MaintenanceEvent =

@@ -5,8 +5,8 @@ const task = (name: MaintenanceTask['name'], intervalMs: number, spacedByCost = 
   ({ name, intervalMs, spacedByCost, runOnce: async () => ({}) }) as MaintenanceTask;
 
 describe('firstRunDelayMs', () => {
-  it('runs what recovers jobs and steers workers at once', () => {
-    for (const name of ['reaper', 'expirer', 'ordering', 'planner'] as const) expect(firstRunDelayMs(task(name, 30_000), () => 1)).toBe(0);
+  it('runs what recovers jobs and steers workers at once, and the rollup the pruner waits for', () => {
+    for (const name of ['reaper', 'expirer', 'ordering', 'planner', 'insights'] as const) expect(firstRunDelayMs(task(name, 30_000), () => 1)).toBe(0);
   });
 
   it('spreads the rest over the second half of their interval, a minute at most', () => {

@@ -15,7 +15,8 @@ import type { MaintenanceTask } from './maintenance-task.js';
  * holds and never holds a worker up for longer than one batch. It loops while
  * full batches come back (the seed's count is a real count for exactly this
  * loop), and stops at pruneMaxDurationMs: a backlog of millions is worked off
- * over several ticks instead of pinning the leader for minutes.
+ * over several ticks instead of pinning the leader for minutes. While the
+ * insights rollup is on, no job it has not read yet is deleted (PRUNE).
  */
 export class JobPruner implements MaintenanceTask {
   readonly name = 'pruner' as const;
@@ -44,7 +45,7 @@ export class JobPruner implements MaintenanceTask {
     let batches = 0;
     let backlogLeft = false;
     for (;;) {
-      const [{ deleted }] = await this.db.query<{ deleted: number }>(PRUNE, [completedRetentionMs, pruneBatchSize, failedRetentionMs]);
+      const [{ deleted }] = await this.db.query<{ deleted: number }>(PRUNE, [completedRetentionMs, pruneBatchSize, failedRetentionMs, this.config.insights]);
       batches++;
       jobsDeleted += deleted;
       this.onBatch?.(deleted);

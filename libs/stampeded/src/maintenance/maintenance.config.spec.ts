@@ -86,8 +86,25 @@ describe('resolveMaintenanceConfig', () => {
     expect(refusal(() => resolveMaintenanceConfig({ reapDeadAfterMs: 1000, pruneEvery: '1m' } as never))).toBe(
       'StampededModule.forRoot(): maintenance: unknown options "reapDeadAfterMs", "pruneEvery". Allowed: enabled, leaderCheckIntervalMs, ' +
         'reapIntervalMs, reapDeadAfter, expireIntervalMs, expireBatchSize, orderingSweepIntervalMs, pruneIntervalMs, completedRetention, failedRetention, ' +
-        'occurrenceRetention, pruneBatchSize, pruneMaxDurationMs, partitionCheckIntervalMs, healthIntervalMs, reindex.',
+        'occurrenceRetention, pruneBatchSize, pruneMaxDurationMs, partitionCheckIntervalMs, healthIntervalMs, reindex, insights.',
     );
+    expect(refusal(() => resolveMaintenanceConfig({ insights: { every: '1m' } } as never))).toBe(
+      'StampededModule.forRoot(): maintenance.insights: unknown option "every". Allowed: intervalMs, settle, batchSize, minuteRetention, hourRetention.',
+    );
+  });
+
+  it('reads the insights rollup as on by default, off, or its settings', () => {
+    const on = resolveMaintenanceConfig({});
+    expect([on.insights, on.insightsIntervalMs, on.insightsSettleMs, on.insightsBatchSize]).toEqual([true, 15_000, 30_000, 10_000]);
+    expect(resolveMaintenanceConfig({ insights: false }).insights).toBe(false);
+    const set = resolveMaintenanceConfig({ insights: { settle: '5s', batchSize: 500, minuteRetention: '1d', hourRetention: '90d' } });
+    expect([set.insights, set.insightsSettleMs, set.insightsBatchSize, set.insightsMinuteRetentionMs, set.insightsHourRetentionMs]).toEqual([
+      true,
+      5_000,
+      500,
+      86_400_000,
+      90 * 86_400_000,
+    ]);
   });
 
   it.each([
@@ -96,6 +113,9 @@ describe('resolveMaintenanceConfig', () => {
     [{ expireBatchSize: 2.5 }, 'expireBatchSize must be a whole number of 1 or more, got 2.5'],
     [{ reindex: 'weekly' }, `reindex must be true, false or { intervalMs }, got "weekly"`],
     [{ reindex: { intervalMs: 'often' } }, `reindex.intervalMs must be milliseconds or a duration such as '90s', '1h' or '7d', got "often"`],
+    [{ insights: 'hourly' }, `insights must be true, false or { intervalMs, settle, batchSize, minuteRetention, hourRetention }, got "hourly"`],
+    [{ insights: { settle: 'soon' } }, `insights.settle must be milliseconds or a duration such as '90s', '1h' or '7d', got "soon"`],
+    [{ insights: { batchSize: 0 } }, 'insights.batchSize must be a whole number of 1 or more, got 0'],
     [{ completedRetention: '1 day' }, `completedRetention must be milliseconds or a duration such as '90s', '1h' or '7d', got "1 day"`],
   ])('refuses %j, naming the option', (options, message) => {
     expect(refusal(() => resolveMaintenanceConfig(options as never))).toBe(`StampededModule.forRoot(): maintenance.${message}.`);

@@ -21,6 +21,13 @@ export interface MaintenanceConfig {
   healthIntervalMs: number;
   reindex: boolean;
   reindexIntervalMs: number;
+  /** The insights rollup (InsightsRollup): on, and its settings. */
+  insights: boolean;
+  insightsIntervalMs: number;
+  insightsSettleMs: number;
+  insightsBatchSize: number;
+  insightsMinuteRetentionMs: number;
+  insightsHourRetentionMs: number;
 }
 
 const SECOND = 1000;
@@ -58,6 +65,16 @@ export const MAINTENANCE_DEFAULTS: MaintenanceConfig = {
   healthIntervalMs: 5 * MINUTE,
   reindex: false,
   reindexIntervalMs: HOUR,
+  // The rollup reads a job once it finished this long ago: longer than any
+  // transaction that finishes jobs stays open (stampeded_rollup_insights.sql),
+  // short enough that a chart's last minute is at most a minute behind.
+  insights: true,
+  insightsIntervalMs: 15 * SECOND,
+  insightsSettleMs: 30 * SECOND,
+  insightsBatchSize: 10_000,
+  // Minutes for the last-hour chart, and a day's margin; hours for the week.
+  insightsMinuteRetentionMs: 2 * DAY,
+  insightsHourRetentionMs: 30 * DAY,
 };
 
 const OPTION_NAMES = [
@@ -77,7 +94,10 @@ const OPTION_NAMES = [
   'partitionCheckIntervalMs',
   'healthIntervalMs',
   'reindex',
+  'insights',
 ] as const;
+
+const INSIGHTS_OPTION_NAMES = ['intervalMs', 'settle', 'batchSize', 'minuteRetention', 'hourRetention'] as const;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY };
 
@@ -122,6 +142,19 @@ export function resolveMaintenanceConfig(options: MaintenanceOptions | undefined
   if (typeof reindex !== 'boolean' && (typeof reindex !== 'object' || reindex === null)) {
     throw new StampededConfigError(INVALID_MAINTENANCE_OPTION('reindex', `must be true, false or { intervalMs }, got ${JSON.stringify(reindex)}`));
   }
+  const insights = o.insights ?? true;
+  if (typeof insights !== 'boolean' && (typeof insights !== 'object' || insights === null)) {
+    throw new StampededConfigError(
+      INVALID_MAINTENANCE_OPTION('insights', `must be true, false or { ${INSIGHTS_OPTION_NAMES.join(', ')} }, got ${JSON.stringify(insights)}`),
+    );
+  }
+  const io = typeof insights === 'object' ? insights : {};
+  const unknownInsights = Object.keys(io).filter((k) => !(INSIGHTS_OPTION_NAMES as readonly string[]).includes(k));
+  if (unknownInsights.length) {
+    throw new StampededConfigError(UNKNOWN_OPTIONS('StampededModule.forRoot(): maintenance.insights', unknownInsights, INSIGHTS_OPTION_NAMES));
+  }
+  const insightsMs = (option: (typeof INSIGHTS_OPTION_NAMES)[number], fallback: number) =>
+    io[option] === undefined ? fallback : durationMs(`insights.${option}`, io[option]);
   const config: MaintenanceConfig = {
     enabled: o.enabled ?? d.enabled,
     leaderCheckIntervalMs: ms('leaderCheckIntervalMs', d.leaderCheckIntervalMs),
@@ -141,6 +174,12 @@ export function resolveMaintenanceConfig(options: MaintenanceOptions | undefined
     reindex: reindex !== false,
     reindexIntervalMs:
       typeof reindex === 'object' && reindex.intervalMs !== undefined ? durationMs('reindex.intervalMs', reindex.intervalMs) : d.reindexIntervalMs,
+    insights: insights !== false,
+    insightsIntervalMs: insightsMs('intervalMs', d.insightsIntervalMs),
+    insightsSettleMs: insightsMs('settle', d.insightsSettleMs),
+    insightsBatchSize: count('insights.batchSize', io.batchSize, d.insightsBatchSize),
+    insightsMinuteRetentionMs: insightsMs('minuteRetention', d.insightsMinuteRetentionMs),
+    insightsHourRetentionMs: insightsMs('hourRetention', d.insightsHourRetentionMs),
   };
   // A worker is dead when it has missed several heartbeats, not one: closer
   // than three and a live worker's jobs are reaped and run twice.

@@ -16,6 +16,7 @@ import { OrderingSweeper } from './ordering-sweeper.js';
 import { JobPruner } from './job-pruner.js';
 import { PartitionRepairer } from './partition-repairer.js';
 import { Reindexer } from './reindexer.js';
+import { InsightsRollup } from './insights-rollup.js';
 import { takeHealthSnapshot } from './health-reporter.js';
 import { VacuumWatch } from './vacuum-watch.js';
 import { QueuePlanner } from '../control/queue-planner.js';
@@ -78,6 +79,7 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
         },
       },
       ...(this.config.reindex ? [new Reindexer(db, this.config)] : []),
+      ...(this.config.insights ? [new InsightsRollup(db, this.config)] : []),
       // Queue control's planner: the queues' verdicts, every few seconds.
       new QueuePlanner(db, resolveControlConfig(options.control)),
     ];
@@ -149,8 +151,10 @@ export class MaintenanceService implements OnApplicationBootstrap, BeforeApplica
    * idempotent repairs). For tests, the CLI and an operator in a hurry.
    */
   async run(name: MaintenanceTaskName): Promise<Record<string, unknown>> {
-    const task = this.tasks.find((t) => t.name === name) ?? (name === 'reindexer' ? new Reindexer(this.db, this.config) : undefined);
-    if (!task) throw new Error(NO_MAINTENANCE_SERVICE(name, [...new Set([...this.tasks.map((t) => t.name), 'reindexer'])]));
+    const task =
+      this.tasks.find((t) => t.name === name) ??
+      (name === 'reindexer' ? new Reindexer(this.db, this.config) : name === 'insights' ? new InsightsRollup(this.db, this.config) : undefined);
+    if (!task) throw new Error(NO_MAINTENANCE_SERVICE(name, [...new Set([...this.tasks.map((t) => t.name), 'reindexer', 'insights'])]));
     const started = Date.now();
     const running = task.runOnce();
     this.inFlight.add(running);
@@ -208,8 +212,12 @@ export function nextRunDelayMs(task: MaintenanceTask, lastRunMs: number): number
   return task.spacedByCost ? Math.max(task.intervalMs, Math.round(lastRunMs * COST_SPACING)) : task.intervalMs;
 }
 
-/** What a new leader runs at once: what recovers jobs and steers workers. */
-const AT_ELECTION: ReadonlySet<MaintenanceTaskName> = new Set(['reaper', 'expirer', 'ordering', 'planner']);
+/**
+ * What a new leader runs at once: what recovers jobs and steers workers, and
+ * the insights rollup, which the pruner waits for (and which reads only the
+ * jobs finished since the last leader's run).
+ */
+const AT_ELECTION: ReadonlySet<MaintenanceTaskName> = new Set(['reaper', 'expirer', 'ordering', 'planner', 'insights']);
 /** The latest a new leader's first prune, repair or health report waits. */
 const FIRST_RUN_SPREAD_MAX_MS = 60_000;
 

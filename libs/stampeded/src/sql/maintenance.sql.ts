@@ -126,9 +126,42 @@ SELECT (SELECT count(*) FROM keys)::int AS keys,
   LEFT JOIN (SELECT k.queue, k.ordering_key FROM keys k ORDER BY k.n DESC LIMIT 1) l ON true`,
 );
 
+/**
+ * One batch of the pruner. While the insights rollup is on ($4), both
+ * retentions are stretched back to its watermark, so that no finished job is
+ * deleted before the rollup has read it: until its first run, none is.
+ */
 export const PRUNE = sql(
   'maintenance_prune',
-  `SELECT stampeded_prune(make_interval(secs => $1::float8 / 1000), $2, make_interval(secs => $3::float8 / 1000)) AS deleted`,
+  `SELECT stampeded_prune(greatest(make_interval(secs => $1::float8 / 1000), h.behind), $2,
+                          greatest(make_interval(secs => $3::float8 / 1000), h.behind)) AS deleted
+     FROM (SELECT CASE WHEN $4::boolean
+                       THEN coalesce(now() - (SELECT w.finished_at FROM stampeded_insights_watermark w WHERE w.name = 'rollup'), interval '1000 years')
+                       ELSE interval '0' END AS behind) h`,
+);
+
+/**
+ * One batch of the insights rollup (stampeded_rollup_insights.sql): $1 the
+ * settle time in ms, $2 the batch size, $3 and $4 the histogram
+ * (INSIGHTS_HISTOGRAM), $5 how many tenants and destinations are kept per
+ * hour, queue and task.
+ */
+export const ROLLUP_INSIGHTS = sql(
+  'maintenance_rollup_insights',
+  `SELECT jobs, through, more FROM stampeded_rollup_insights(make_interval(secs => $1::float8 / 1000), $2, $3, $4, $5)`,
+);
+
+/** The rollup's rows past their retention: minutes after $1 ms, hours and keys after $2 ms. */
+export const INSIGHTS_RETENTION = sql(
+  'maintenance_insights_retention',
+  `WITH minutes AS (
+       DELETE FROM stampeded_insights WHERE grain = 'minute' AND bucket < now() - make_interval(secs => $1::float8 / 1000) RETURNING 1
+   ), hours AS (
+       DELETE FROM stampeded_insights WHERE grain = 'hour' AND bucket < now() - make_interval(secs => $2::float8 / 1000) RETURNING 1
+   ), keys AS (
+       DELETE FROM stampeded_insight_keys WHERE bucket < now() - make_interval(secs => $2::float8 / 1000) RETURNING 1
+   )
+   SELECT (SELECT count(*) FROM minutes)::int + (SELECT count(*) FROM hours)::int + (SELECT count(*) FROM keys)::int AS deleted`,
 );
 
 /** The seed's function deletes at most 10,000 rows a call. */

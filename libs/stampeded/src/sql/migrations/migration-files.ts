@@ -33,6 +33,7 @@ export const MIGRATION_FILES: readonly MigrationFile[] = [
   { version: 16, name: 'job_logs', file: '0016_job_logs.sql' },
   { version: 17, name: 'dedup_follow_ups', file: '0017_dedup_follow_ups.sql' },
   { version: 18, name: 'operator_marks', file: '0018_operator_marks.sql' },
+  { version: 19, name: 'insights', file: '0019_insights.sql' },
 ];
 
 export const LATEST_VERSION = MIGRATION_FILES[MIGRATION_FILES.length - 1].version;
