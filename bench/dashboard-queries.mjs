@@ -25,6 +25,10 @@ import { uuidv7Bound } from '../libs/dashboard/dist/inspector/related-jobs.js';
 import { QUEUE_COUNTS, QUEUE_STATE } from '../libs/dashboard/dist/sql/queues.sql.js';
 import { RUNNING_JOBS, WORKERS } from '../libs/dashboard/dist/sql/workers.sql.js';
 import { REDRIVE_BATCH, REDRIVE_PREVIEW } from '../libs/stampeded/dist/sql/dead-letters.sql.js';
+import { ROLLUP_INSIGHTS } from '../libs/stampeded/dist/sql/maintenance.sql.js';
+import { INSIGHTS_HISTOGRAM } from '../libs/stampeded/dist/maintenance/insights-histogram.js';
+import { INSIGHTS_TOP_KEYS } from '../libs/stampeded/dist/maintenance/insights-rollup.js';
+import { INSIGHTS_KEYS, INSIGHTS_NAMES, INSIGHTS_POINTS, INSIGHTS_WATERMARK } from '../libs/dashboard/dist/sql/insights.sql.js';
 
 const total = Number(process.argv[2] ?? 1_000_000);
 const server = await startPostgres({ durable: false });
@@ -40,7 +44,8 @@ try {
     // Mostly finished jobs, as a busy install holds: the pages that matter
     // must find the few live ones among them.
     await client.query(
-      `INSERT INTO stampeded_jobs (queue, task, state, tenant_id, destination, finished_at, error_fingerprint, last_error, source_id, source_queue, scheduled_at, args)
+      `INSERT INTO stampeded_jobs (queue, task, state, tenant_id, destination, finished_at, error_fingerprint, last_error, source_id, source_queue, scheduled_at, args,
+                                   claimed_at)
        SELECT (ARRAY['emails', 'payments', 'reports', 'emails-dead'])[1 + g % 4], 'task-' || (g % 20),
               CASE WHEN g % 100 = 0 THEN 'available' WHEN g % 100 = 1 THEN 'retryable' WHEN g % 100 = 2 THEN 'discarded' ELSE 'completed' END,
               'tenant-' || (g % 1000), CASE WHEN g % 10 = 0 THEN 'api-' || (g % 5) END,
@@ -49,7 +54,9 @@ try {
               CASE WHEN g % 100 IN (1, 2) THEN 'timeout after ' || (g % 50) || ' ms' END,
               CASE WHEN g % 4 = 3 THEN uuidv7() END, CASE WHEN g % 4 = 3 THEN 'emails' END,
               now() - make_interval(secs => (g % 600)),
-              jsonb_build_object('orderId', g, 'region', (ARRAY['eu', 'us'])[1 + g % 2])
+              jsonb_build_object('orderId', g, 'region', (ARRAY['eu', 'us'])[1 + g % 2]),
+              -- A finished job's claim, for the insights rollup's waits and runs.
+              CASE WHEN g % 100 >= 2 THEN now() - make_interval(secs => (g % 7200)) - make_interval(secs => (g % 500) / 1000.0) END
          FROM generate_series($1::int, $2::int) g`,
       [from, Math.min(total, from + batch - 1)],
     );
@@ -94,8 +101,55 @@ try {
   } = await client.query(`SELECT id::text AS id, source_id::text AS source_id FROM stampeded_jobs WHERE queue = 'emails-dead' AND state = 'available' LIMIT 1`);
   copy.at = parseInt(copy.id.replace(/-/g, '').slice(0, 12), 16);
 
+  // The insights rollup: every finished job of the million read once, in
+  // batches of 10,000, then one batch of 1,000 jobs finished since, as the
+  // leader's tick finds them under a steady load.
+  const rollup = (limit) => client.query(ROLLUP_INSIGHTS.text, [1, limit, INSIGHTS_HISTOGRAM.buckets, INSIGHTS_HISTOGRAM.perOctave, INSIGHTS_TOP_KEYS]);
+  const batchMs = [];
+  let rolled = 0;
+  for (;;) {
+    const t = performance.now();
+    const {
+      rows: [r],
+    } = await rollup(10_000);
+    batchMs.push(performance.now() - t);
+    rolled += r.jobs;
+    if (!r.more) break;
+  }
+  const sorted = [...batchMs].sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)];
+  console.log(
+    `\ninsights rollup: ${rolled.toLocaleString('en')} finished jobs in ${batchMs.length} batches, ${(batchMs.reduce((a, b) => a + b, 0) / 1000).toFixed(1)} s; ` +
+      `a batch of 10,000: median ${median.toFixed(0)} ms (${(median / 10).toFixed(1)} ms per 1,000 jobs)`,
+  );
+  await client.query(
+    `INSERT INTO stampeded_jobs (queue, task, state, tenant_id, destination, finished_at, claimed_at, scheduled_at)
+     SELECT (ARRAY['emails', 'payments', 'reports'])[1 + g % 3], 'task-' || (g % 20), 'completed', 'tenant-' || (g % 1000),
+            CASE WHEN g % 10 = 0 THEN 'api-' || (g % 5) END, now(), now() - interval '40 ms', now() - interval '90 ms'
+       FROM generate_series(1, 1000) g`,
+  );
+  const steady = [];
+  for (let i = 0; i < 3; i++) {
+    await client.query('BEGIN');
+    const t = performance.now();
+    const {
+      rows: [r],
+    } = await rollup(10_000);
+    steady.push(performance.now() - t);
+    await client.query('ROLLBACK');
+    if (r.jobs !== 1000) throw new Error(`the steady batch read ${r.jobs} jobs, not 1,000`);
+  }
+  console.log(`insights rollup, steady: a batch of 1,000 jobs finished since, best of 3: ${Math.min(...steady).toFixed(1)} ms`);
+  await client.query(`VACUUM ANALYZE stampeded_insights, stampeded_insight_keys`);
+
   const cases = [
     ['queues: counters', QUEUE_COUNTS.text, []],
+    ['insights: an hour, one queue and task', INSIGHTS_POINTS.text, ['minute', 'emails', 'task-4', 59 * 60]],
+    ['insights: a day, every queue', INSIGHTS_POINTS.text, ['hour', '', '', 23 * 3600]],
+    ['insights: a week, every queue', INSIGHTS_POINTS.text, ['hour', '', '', 167 * 3600]],
+    ['insights: busiest keys, a week', INSIGHTS_KEYS.text, ['', '', 168 * 3600, 10]],
+    ['insights: filter names', INSIGHTS_NAMES.text, []],
+    ['insights: watermark', INSIGHTS_WATERMARK.text, []],
     ['queues: verdicts and claim heads', QUEUE_STATE.text, []],
     ['queues: throughput, last hour', THROUGHPUT.text, [60]],
     ...[

@@ -87,6 +87,7 @@ describeInChromium('the dashboard, by keyboard, on a phone and to a screen reade
     workflows: ['/workflows'],
     'workflows/:id': [`/workflows/${ids.workflow}`, `/workflows/${ids.workflow}?view=tree`],
     health: ['/health'],
+    insights: ['/insights', '/insights?range=week'],
   });
 
   it('visits every page the pages controller serves', () => {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { QueueControlService, QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
+import { MaintenanceService, QueueControlService, QueueService, Task, type JobContext, type TaskHandler } from '@stampeded/nestjs';
 import { StampededInspector } from '@stampeded/dashboard';
 import { CHROMIUM, HAS_CHROMIUM, docsScreenshot } from '../support/chromium.js';
 import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
@@ -64,6 +64,7 @@ const SHOTS: Shot[] = [
   { file: 'dashboard-workflow-graph-dark.png', route: 'workflows/:id', url: (s) => `/workflows/${s.workflow}`, variant: DARK },
   { file: 'dashboard-queue-controls.png', route: 'queues/:queue', url: () => '/queues/payments', variant: LIGHT },
   { file: 'dashboard-workers.png', route: 'workers', url: () => '/workers', variant: LIGHT },
+  { file: 'dashboard-insights.png', route: 'insights', url: () => '/insights', variant: LIGHT },
   { file: 'dashboard-health.png', route: 'health', url: () => '/health', variant: LIGHT },
 ];
 
@@ -165,11 +166,20 @@ describeWhenAsked(
       dashboard = await openDashboardInChromium({
         providers: [SendWelcomeEmail, ChargeCard, GenerateReport, BuildStep, FetchRefunds, NightlyDigest, SyncCrm],
         worker: { pollIntervalMs: 50 },
+        // The insights rollup reads a job as soon as it finished: the scene's history is read at once.
+        stampeded: () => ({ maintenance: { insights: { settle: 1 } } }),
         password: 'screenshots',
       });
       const { app, sql } = dashboard;
       const queue = app.get(QueueService);
-      await queue.enqueueMany(Array.from({ length: 120 }, (_, i) => ({ task: SendWelcomeEmail, args: { to: `user${i}@example.com` } })));
+      await queue.enqueueMany(
+        Array.from({ length: 120 }, (_, i) => ({
+          task: SendWelcomeEmail,
+          args: { to: `user${i}@example.com` },
+          // The insights page's busiest tenants and destinations.
+          options: { tenantId: ['acme', 'globex', 'globex', 'initech'][i % 4], destination: i % 5 ? 'smtp.example' : 'sms.example' },
+        })),
+      );
       const charges = await queue.enqueueMany(
         Array.from({ length: 24 }, (_, i) => ({ task: ChargeCard, args: { orderId: 1030 + i, cents: i === 12 ? 250_000 : 1999 + i * 100 } })),
       );
@@ -198,6 +208,14 @@ describeWhenAsked(
       await sql.query(
         `UPDATE stampeded_jobs SET claimed_at = finished_at - random() * interval '40 milliseconds' WHERE queue = 'emails' AND state = 'completed'`,
       );
+      await sql.query(`UPDATE stampeded_jobs SET scheduled_at = claimed_at - random() * interval '3 seconds' WHERE queue = 'emails' AND state = 'completed'`);
+      // The insights charts read the rollup: it reads the history afresh, as it now stands,
+      // the leader's own run held off by the watermark's lock meanwhile.
+      await sql.query('BEGIN');
+      await sql.query(`SELECT 1 FROM stampeded_insights_watermark FOR UPDATE`);
+      await sql.query(`DELETE FROM stampeded_insights; DELETE FROM stampeded_insight_keys; UPDATE stampeded_insights_watermark SET finished_at = NULL`);
+      await sql.query('COMMIT');
+      await app.get(MaintenanceService).run('insights');
       await app.get(StampededInspector).pauseQueue('emails', 'ops (dashboard)', 'migrating the mail provider');
       // The payments queue's page: a cap an operator set, and a partner's breaker open.
       const control = app.get(QueueControlService);

@@ -83,3 +83,6 @@ export const BREAKER_NOT_FOUND = (destination: string) =>
 
 export const UNKNOWN_DASHBOARD_INSTANCE = (instance: string, known: readonly string[]) =>
   `No Stampeded instance "${instance}" in this app: it has ${known.map((k) => `"${k}"`).join(', ')}. Pick one in the dashboard's instance switcher.`;
+
+export const BAD_INSIGHTS_RANGE = (value: unknown, allowed: readonly string[]) =>
+  `range must be one of ${allowed.join(', ')} (the last hour, day or week); got ${JSON.stringify(value)}.`;

@@ -8,3 +8,4 @@ export { QUEUE_COUNTS, QUEUE_STATE } from './sql/queues.sql.js';
 export { RUNNING_JOBS, WORKERS } from './sql/workers.sql.js';
 export { SCHEDULES } from './sql/schedules.sql.js';
 export { DashboardPagesController } from './controllers/dashboard-pages.controller.js';
+export { INSIGHTS_KEYS, INSIGHTS_NAMES, INSIGHTS_POINTS, INSIGHTS_WATERMARK } from './sql/insights.sql.js';

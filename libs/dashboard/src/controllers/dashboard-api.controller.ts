@@ -118,6 +118,13 @@ export class DashboardApiController {
     return this.inspector.throughput({ minutes: minutes ? Math.min(Math.max(1, Number(minutes) || 60), 1440) : 60 });
   }
 
+  /** Outcomes, waits and runs over time: ?queue=&task=&range=hour|day|week. */
+  @Get('insights')
+  @Header('Cache-Control', 'no-store')
+  insights(@Query('queue') queue?: string, @Query('task') task?: string, @Query('range') range?: string) {
+    return this.inspector.insights({ queue, task, range });
+  }
+
   @Get('jobs')
   @Header('Cache-Control', 'no-store')
   jobs(@Query() q: Record<string, string | undefined>) {

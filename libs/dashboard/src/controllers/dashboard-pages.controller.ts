@@ -35,6 +35,7 @@ import { workflowPage } from '../views/workflow.view.js';
 import { queuePage } from '../views/queue.view.js';
 import { POLICY_FIELDS, policyFromInput } from '../inspector/queue-policy.js';
 import { healthPage } from '../views/health.view.js';
+import { insightsPage } from '../views/insights.view.js';
 import { jobHistorySections } from '../views/job-history.view.js';
 import { badSearchPage } from '../views/job-search.view.js';
 import { InspectorInputError } from '../inspector/inspector-input.js';
@@ -85,6 +86,13 @@ export class DashboardPagesController {
   async queue(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Param('queue') queue: string) {
     const [summary, breakers] = await Promise.all([this.inspector.queue(queue), this.inspector.breakers()]);
     return queuePage(await this.context(request, response), summary, breakers);
+  }
+
+  @Get('insights')
+  @HtmlPage()
+  async insights(@Req() request: DashboardRequest, @Res({ passthrough: true }) response: ServerResponse, @Query() q: Record<string, string | undefined>) {
+    const [ctx, insights] = await Promise.all([this.context(request, response), this.inspector.insights({ queue: q.queue, task: q.task, range: q.range })]);
+    return insightsPage({ ...ctx, refreshSeconds: this.options.refreshSeconds }, insights);
   }
 
   @Get('jobs')

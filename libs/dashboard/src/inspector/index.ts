@@ -12,3 +12,5 @@ export type { QueueSummary, ThroughputBucket } from './queue-inspector.js';
 export type { JobPage } from './job-inspector.js';
 export type { ActionResult } from './job-actions.js';
 export type { RedriveOptions, RedriveResult, PruneOptions } from './maintenance-actions.js';
+export { INSIGHTS_RANGES } from './insights-inspector.js';
+export type { Insights, InsightsPoint, InsightsRange, BusyKey, Percentiles, OutcomeCounts } from './insights-inspector.js';

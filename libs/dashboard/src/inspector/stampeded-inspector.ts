@@ -7,6 +7,7 @@ import { JobInspector, type JobListOptions, type JobPage } from './job-inspector
 import { attemptTimeline, type AttemptTimeline } from './attempt-timeline.js';
 import { RelatedJobsInspector, type RelatedJobs } from './related-jobs.js';
 import { MaintenanceActions, type PruneOptions, type RedriveOptions, type RedriveResult } from './maintenance-actions.js';
+import { InsightsInspector, type Insights } from './insights-inspector.js';
 import { QueueInspector, type QueueSummary, type ThroughputBucket } from './queue-inspector.js';
 import { QueuePolicyActions } from './queue-policy.js';
 import { ScheduleInspector } from './schedule-inspector.js';
@@ -23,6 +24,7 @@ class Inspectors {
   readonly workflows: WorkflowInspector;
   readonly install: InstallInspector;
   readonly maintenance: MaintenanceActions;
+  readonly insights: InsightsInspector;
 
   constructor(db: InspectorDatabase) {
     this.queues = new QueueInspector(db);
@@ -34,6 +36,7 @@ class Inspectors {
     this.workflows = new WorkflowInspector(db);
     this.install = new InstallInspector(db);
     this.maintenance = new MaintenanceActions(db);
+    this.insights = new InsightsInspector(db);
   }
 }
 
@@ -84,6 +87,14 @@ export class StampededInspector {
   /** Jobs finished per minute over the last `minutes`, oldest first, every minute present. */
   throughput(options: { minutes?: number } = {}): Promise<ThroughputBucket[]> {
     return this.reading.queues.throughput(options);
+  }
+
+  /**
+   * Outcomes, waits and runs over the last hour, day or week, for a queue, a
+   * task or all (insights-inspector.ts), from the maintenance leader's rollup.
+   */
+  insights(options: { queue?: string; task?: string; range?: string } = {}): Promise<Insights> {
+    return this.reading.insights.insights(options);
   }
 
   /** An operator's pause, for the whole fleet until resumed, as QueueControlService.pause() writes it. */

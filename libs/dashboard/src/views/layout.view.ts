@@ -18,6 +18,7 @@ export interface PageContext {
 
 const NAV: [string, string][] = [
   ['', 'Queues'],
+  ['/insights', 'Insights'],
   ['/jobs', 'Jobs'],
   ['/errors', 'Errors'],
   ['/schedules', 'Schedules'],
@@ -64,7 +65,7 @@ form.inline{display:inline}button{cursor:pointer;padding:3px 10px;font:inherit;o
 input,select,button,textarea{font:inherit}
 .filters p{margin:0 0 6px;display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center}.filters label{font-size:13px;color:var(--muted)}.filters input,.filters select{margin-left:2px;max-width:100%}
 .chart{background:var(--surface);border:1px solid var(--border);max-width:100%;height:auto}
-.chart text{fill:var(--muted)}.chart .axis{stroke:var(--axis)}.chart .bar{fill:var(--chart)}.chart .due{stroke:var(--chart)}.chart .span{fill:var(--state)}
+.chart text{fill:var(--muted)}.chart .axis{stroke:var(--axis)}.chart .bar{fill:var(--chart)}.chart .due{stroke:var(--chart)}.chart .span{fill:var(--state)}.chart .line{fill:none;stroke:var(--state);stroke-width:1.6}
 .outcome{border-left:4px solid var(--state);padding-left:4px}
 .graph-box{overflow:auto;background:var(--surface);border:1px solid var(--border)}
 .workflow-graph .node rect{fill:var(--state-fill);stroke:var(--state)}.workflow-graph text{fill:var(--text)}.workflow-graph text.note{fill:var(--muted)}.workflow-graph text.blocked{fill:var(--bad)}
