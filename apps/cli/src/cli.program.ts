@@ -6,6 +6,7 @@ import { registerSchedules } from './commands/schedules.command.js';
 import { registerQueues } from './commands/queues.command.js';
 import { registerBreakers } from './commands/breakers.command.js';
 import { registerHealth } from './commands/health.command.js';
+import { registerInsights } from './commands/insights.command.js';
 import { registerPrune } from './commands/prune.command.js';
 import { registerDlq } from './commands/dlq.command.js';
 import { registerWorkflows } from './commands/workflows.command.js';
@@ -41,6 +42,7 @@ export function buildProgram(io: CliIo): Command {
   registerQueues(program);
   registerBreakers(program);
   registerHealth(program);
+  registerInsights(program);
   registerPrune(program);
   registerDlq(program);
   registerWorkflows(program);
