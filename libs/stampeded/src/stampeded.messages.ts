@@ -3,7 +3,9 @@ import { REQUIRED_SERVER_VERSION_NUM } from './stampeded.constants.js';
 
 // Every error Stampeded raises says what was wrong and what to do about it.
 
+export * from './encryption/encryption.messages.js';
 export * from './instances/instance.messages.js';
+export * from './workflows/workflow.messages.js';
 
 /** The oldest PostgreSQL major Stampeded runs on, as the server check reads it. */
 const OLDEST_MAJOR = Math.floor(REQUIRED_SERVER_VERSION_NUM / 10000);
@@ -304,60 +306,6 @@ export const REDRIVE_UNKNOWN_QUEUE = (where: string, queue: string, deadLetterQu
   (deadLetterQueues.length ? `Queues holding dead-letter copies now: ${deadLetterQueues.join(', ')}. ` : `No queue holds dead-letter copies now. `) +
   `Give the dead-letter queue's name, as a task's deadLetterQueue option sets it. Nothing was changed.`;
 
-export const WORKFLOW_EMPTY = (where: string) => `${where}: a workflow needs at least one job in \`jobs\`. Nothing was enqueued.`;
-
-export const WORKFLOW_TOO_LARGE = (where: string, count: number, max: number) =>
-  `${where}: ${count} jobs is more than one workflow takes (${max}). Split it into workflows of ${max} jobs or fewer, ` +
-  `or chain them: the last job of one can enqueue the next. Nothing was enqueued.`;
-
-export const WORKFLOW_BAD_NAME = (where: string, value: string) =>
-  `${where}: each job needs a \`name\`, a non-empty string of 200 characters or fewer that is unique in the workflow, got ${value}. ` + `Nothing was enqueued.`;
-
-export const WORKFLOW_DUPLICATE_NAME = (where: string, name: string, first: number, second: number) =>
-  `${where}: jobs #${first} and #${second} are both named ${JSON.stringify(name)}; ` +
-  `a name says which job dependsOn means, so each must be unique in the workflow. Nothing was enqueued.`;
-
-export const WORKFLOW_UNKNOWN_DEPENDENCY = (where: string, job: string, dependency: string) =>
-  `${where}: job ${JSON.stringify(job)} depends on ${JSON.stringify(dependency)}, which is not a job of this workflow. ` +
-  `dependsOn names jobs of the same call: add that job, or fix the name. Nothing was enqueued.`;
-
-export const WORKFLOW_BAD_DEPENDENCY = (where: string, job: string, problem: string) =>
-  `${where}: job ${JSON.stringify(job)}: dependsOn ${problem}. ` + `Each entry is a job's name, or { name, ignoreFailure? }. Nothing was enqueued.`;
-
-export const WORKFLOW_CYCLE = (where: string, cycle: string[]) =>
-  `${where}: the jobs wait for each other in a cycle (${cycle.map((n) => JSON.stringify(n)).join(' -> ')}), so none of them could ever run. ` +
-  `A workflow's dependencies must form a DAG: remove one of these dependencies. Nothing was enqueued.`;
-
-export const FLOW_NODE_NOT_OBJECT = (where: string, path: string) =>
-  `${where}: the node at ${path} must be an object { task, args?, options?, children? }. Nothing was enqueued.`;
-
-export const FLOW_NODE_UNKNOWN_KEYS = (where: string, path: string, unknown: string[]) =>
-  `${where}: the node at ${path} has unknown key(s) ${unknown.join(', ')}; a node is { name?, task, args?, options?, ignoreChildFailure?, children? }. ` +
-  `Nothing was enqueued.`;
-
-export const FLOW_CHILDREN_NOT_ARRAY = (where: string, path: string) =>
-  `${where}: children of the node at ${path} must be an array of nodes. Nothing was enqueued.`;
-
-export const WORKFLOW_NOT_FOUND = (id: string) =>
-  `No workflow with id ${id}. It may have been pruned with its jobs, or the id belongs to a job: a job's workflow is in getWorkflow(id) of its workflow id.`;
-
-export const WORKFLOW_NOT_OBJECT = (where: string, shape: string, got: unknown) => `${where} takes ${shape}, got ${typeof got}.`;
-
-export const WORKFLOW_JOB_OPTION = (at: string, option: 'dedup' | 'orderingKey') =>
-  option === 'dedup'
-    ? `${at}: a workflow job takes no dedup: the workflow is enqueued whole or not at all.`
-    : `${at}: a workflow job takes no orderingKey: dependsOn orders the workflow, and a job of it waiting ahead in a key's order would hold the key.`;
-
-export const BATCH_CALLBACK_REQUIRED = (where: string) =>
-  `${where}: callback must be a job { task, args?, options?, name? } that runs when the batch has finished.`;
-
-export const BATCH_JOB_DEPENDS_ON = (where: string, index: number) =>
-  `${where}: job #${index} has dependsOn; a batch's jobs run independently. Use enqueueWorkflow() for dependencies.`;
-
-export const NOT_IN_WORKFLOW = (id: string, method: string) =>
-  `ctx.${method}() in job ${id}: this job is not part of a workflow or batch, so it has nothing to read. ` +
-  `Enqueue it with enqueueWorkflow(), enqueueFlow() or enqueueBatch().`;
-
 export const CLAIM_CURSOR_HELD = (queue: string, tookMs: number, taken: number, holder: { pid: number; application: string; state: string; seconds: number }) =>
   `claims of queue "${queue}" are slow (${Math.round(tookMs)} ms for ${taken} job(s)): pid ${holder.pid} (${holder.application}, ${holder.state}) ` +
   `has held a snapshot for ${Math.round(holder.seconds)} s, and PostgreSQL keeps every row version that snapshot could see, so each claim walks ` +
@@ -379,30 +327,3 @@ export const LATE_STARTS_GIVEN_BACK = (queue: string, count: number, graceMs: nu
   `${count} job(s) of rate-limited queue "${queue}" could not start within ${graceMs} ms of their claim and were given back, ` +
   `without spending an attempt, to keep the limit where the handlers start. They used room in the window: ` +
   `a busy event loop or a slow args validator here lowers the queue's rate.`;
-
-export const INVALID_ENCRYPTION_OPTION = (where: string, problem: string) =>
-  `${where}: encryption ${problem}. Give { keys: { <id>: <32-byte key, base64 or a Buffer> }, current: '<id>' }; make a key with \`openssl rand -base64 32\`.`;
-
-export const ENCRYPTION_KEYS_REQUIRED = (what: string) =>
-  `${what} has encrypt: true, but StampededModule.forRoot() has no encryption keys. Add encryption: { keys: { k1: <32-byte key, base64> }, ` +
-  `current: 'k1' } (docs/encryption.md), or drop encrypt.`;
-
-export const ENCRYPTION_KEY_UNKNOWN = (keyId: string, known: readonly string[]) =>
-  `encrypted with key "${keyId}", which is not among this process's keys (${known.length ? known.join(', ') : 'it has none'}). ` +
-  `Add the key under that id to encryption.keys, then retry.`;
-
-export const ENCRYPTION_NOT_AUTHENTIC = (keyId: string, task: string) =>
-  `encrypted with key "${keyId}" for task "${task}", but that key does not open it: the key listed under "${keyId}" is not the one that ` +
-  `encrypted it, or the stored envelope was changed. Check the key's bytes.`;
-
-export const ENVELOPE_UNREADABLE = (problem: string) => `an encrypted envelope this runtime cannot read: ${problem} (docs/encryption.md has the format).`;
-
-export const ENCRYPTED_TOO_LARGE = (where: string, option: string, bytes: number, limit: number) =>
-  `${where}: ${option} is ${bytes} bytes once encrypted (base64 adds a third), over the ${limit}-byte limit; store large payloads elsewhere and pass a reference.`;
-
-export const ENCRYPTED_ARGS_UNREADABLE = (task: string, problem: string) =>
-  `the args of task "${task}" are ${problem} The job was discarded without running its handler.`;
-
-export const INVALID_ENCRYPTED_ARGS_AT_RUN = (task: string, issues: number) =>
-  `the args of task "${task}" fail its validate option (${issues} issue(s), not recorded here because the task's args are encrypted: ` +
-  `check them with the validate option in a process that holds the key). The job was discarded without running its handler.`;
