@@ -20,7 +20,7 @@ import {
   type TaskHandler,
 } from '@stampeded/nestjs';
 import { drain, expectEnqueued } from '@stampeded/testing';
-import { BILLING, bootTwoInstances, twoInstanceImports, twoServers } from '../support/two-instances.js';
+import { BILLING, bootTwoInstances, twoInstanceImports, twoServers, type TwoInstancesOptions } from '../support/two-instances.js';
 import { waitFor } from '../support/test-app.js';
 
 @Task('send-email', { queue: 'emails' })
@@ -177,8 +177,13 @@ describe('several databases in one app', () => {
 describe('several databases: what startup refuses', () => {
   const servers = twoServers();
 
-  async function bootRefused(providers: unknown[], queues: { name: string; instance?: string }[] = [], imports: DynamicModule[] = []): Promise<string> {
-    @Module({ imports: twoInstanceImports(servers, { queues, imports }), providers: providers as never[] })
+  async function bootRefused(
+    providers: unknown[],
+    queues: { name: string; instance?: string }[] = [],
+    imports: DynamicModule[] = [],
+    instances: Pick<TwoInstancesOptions, 'main' | 'billing'> = {},
+  ): Promise<string> {
+    @Module({ imports: twoInstanceImports(servers, { queues, imports, ...instances }), providers: providers as never[] })
     class RefusedModule {}
     const app = await NestFactory.createApplicationContext(RefusedModule, { logger: false, abortOnError: false }).catch((err: Error) => err);
     if (!(app instanceof Error)) {
@@ -207,6 +212,23 @@ describe('several databases: what startup refuses', () => {
       /^The queue "invoices" belongs to two instances, "(default|billing)" and "(default|billing)": .*rename the queue/,
     );
     expect(await bootRefused([ChargeCard], [{ name: 'invoices' }])).toMatch(/^The queue "invoices" belongs to two instances/);
+  });
+
+  it('refuses worker.queues that name a queue another instance owns, saying which one and what to change', async () => {
+    // "invoices" is billing's twice over (registerQueue and ChargeCard's queue): the default workers would claim from a database it is never in.
+    const fromRegistered = await bootRefused([ChargeCard], [{ name: 'invoices', instance: BILLING }], [], {
+      main: { worker: { queues: ['emails', 'invoices'] } },
+    });
+    expect(fromRegistered).toBe(
+      `The worker.queues of the instance "default" name the queue "invoices", which belongs to the instance "billing" ` +
+        `(its tasks or registerQueue() say so): its jobs are in that instance's database, where these workers never look. ` +
+        `Take "invoices" out of the worker.queues of StampededModule.forRoot(); ` +
+        `the workers of StampededModule.forRoot({ name: 'billing' }) claim it (add it to their worker.queues if they list them).`,
+    );
+    // A queue only a task uses counts too, whichever instance lists it and whichever Nest builds first.
+    expect(await bootRefused([SendEmail], [], [], { billing: { worker: { queues: ['emails'] } } })).toMatch(
+      /^The worker\.queues of the instance "billing" name the queue "emails", which belongs to the instance "default" .*StampededModule\.forRoot\(\) claim it/,
+    );
   });
 
   it('refuses an instance no forRoot() declares, and a second forRoot() of one name', async () => {

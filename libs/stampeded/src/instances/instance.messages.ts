@@ -26,3 +26,11 @@ export const CLAIMED_BY_TWO_INSTANCES = (kind: 'task' | 'queue', name: string, f
 export const TASK_OF_ANOTHER_INSTANCE = (task: string, owner: string, here: string) =>
   `Task "${task}" belongs to the instance "${owner}", but was enqueued through the instance "${here}", whose workers do not run it. ` +
   `Enqueue it through ${owner === 'default' ? 'QueueService' : `@InjectQueueService('${owner}')`} instead.`;
+
+const forRootOf = (instance: string) => (instance === 'default' ? 'StampededModule.forRoot()' : `StampededModule.forRoot({ name: '${instance}' })`);
+
+export const WORKED_QUEUE_OF_ANOTHER_INSTANCE = (instance: string, queue: string, owner: string) =>
+  `The worker.queues of the instance "${instance}" name the queue "${queue}", which belongs to the instance "${owner}" ` +
+  `(its tasks or registerQueue() say so): its jobs are in that instance's database, where these workers never look. ` +
+  `Take "${queue}" out of the worker.queues of ${forRootOf(instance)}; ` +
+  `the workers of ${forRootOf(owner)} claim it (add it to their worker.queues if they list them).`;

@@ -1,7 +1,7 @@
 import { Global, Injectable, Module } from '@nestjs/common';
 import { StampededConfigError } from '../errors/stampeded.errors.js';
 import { DEFAULT_INSTANCE, DEFAULT_QUEUE } from '../stampeded.constants.js';
-import { CLAIMED_BY_TWO_INSTANCES, DUPLICATE_INSTANCE } from './instance.messages.js';
+import { CLAIMED_BY_TWO_INSTANCES, DUPLICATE_INSTANCE, WORKED_QUEUE_OF_ANOTHER_INSTANCE } from './instance.messages.js';
 import type { StampededDatabase } from '../database/stampeded-database.js';
 import type { QueueService } from '../queue/queue.service.js';
 import type { JobEvents } from '../events/job-events.js';
@@ -79,6 +79,22 @@ export class StampededInstances {
       const owner = owners.get(name);
       if (owner !== undefined && owner !== instance) throw new StampededConfigError(CLAIMED_BY_TWO_INSTANCES(kind, name, owner, instance));
       owners.set(name, instance);
+    }
+    if (kind === 'queue') this.refuseWorkedQueuesOfOthers();
+  }
+
+  /**
+   * Refuses a worker.queues that names a queue another instance owns: that
+   * queue's jobs are in the other database, so the workers would never run
+   * one. Checked each time an instance claims, over every instance, so that
+   * the last claim sees every owner whatever order Nest built them in.
+   */
+  private refuseWorkedQueuesOfOthers(): void {
+    for (const { name, options } of this.instances.values()) {
+      for (const queue of options.worker?.queues ?? []) {
+        const owner = this.owners.queue.get(queue);
+        if (owner !== undefined && owner !== name) throw new StampededConfigError(WORKED_QUEUE_OF_ANOTHER_INSTANCE(name, queue, owner));
+      }
     }
   }
 
