@@ -76,6 +76,13 @@ export const UNKNOWN_HEALTH_INSTANCE = (instance: string, known: readonly string
   `StampededHealthIndicator: the app has no Stampeded instance "${instance}" (it has ${known.map((k) => `"${k}"`).join(', ')}). ` +
   `Name one of those, or check the name given to StampededModule.forRoot({ name }).`;
 
+export const NO_DEFAULT_HEALTH_INSTANCE = (key: string, known: readonly string[]) =>
+  `StampededHealthIndicator: isHealthy() names no instance, so it checks the default one, but this app has no default instance ` +
+  `(it has ${known.map((k) => `"${k}"`).join(', ')}). Check them all with eachInstance('${key}'), or one with isHealthy('${key}', { instance: '${known[0]}' }).`;
+
+export const NO_STAMPEDED = (what: string) =>
+  `${what} reads Stampeded's database, but the app declares no Stampeded instance: import StampededModule.forRoot(...) beside it.`;
+
 export const BAD_POLICY = (problem: string) => `${problem} Nothing was written: correct the value and save again (empty, or none, for no limit).`;
 
 export const BREAKER_NOT_FOUND = (destination: string) =>

@@ -1,14 +1,16 @@
 import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
 import { ReadDatabase, StampededDatabase } from '@stampeded/nestjs/internal';
+import { StampededInstances } from '@stampeded/nestjs/internal-runtime';
 import { DASHBOARD_OPTIONS, DEFAULT_PATH } from './dashboard.constants.js';
-import { AUTH_REQUIRED, BAD_AUTH, BAD_PATH, UNKNOWN_DASHBOARD_OPTIONS, BAD_REFRESH_SECONDS } from './dashboard.messages.js';
+import { AUTH_REQUIRED, BAD_AUTH, BAD_PATH, UNKNOWN_DASHBOARD_OPTIONS, BAD_REFRESH_SECONDS, NO_STAMPEDED } from './dashboard.messages.js';
 import { DashboardAuthGuard } from './auth/dashboard-auth.guard.js';
 import { CsrfGuard } from './auth/csrf.guard.js';
 import { DashboardApiController } from './controllers/dashboard-api.controller.js';
 import { DashboardPagesController } from './controllers/dashboard-pages.controller.js';
 import { InspectorErrorFilter } from './controllers/inspector-error.filter.js';
 import { StampededInspector } from './inspector/stampeded-inspector.js';
-import { forInstances, instanceInspectorProviders, INSTANCES_SEGMENT } from './instances/instance-inspectors.js';
+import { forInstances, forRootInstance, instanceInspectorProviders, INSTANCES_SEGMENT } from './instances/instance-inspectors.js';
+import { rootInstanceDatabases } from './instances/root-instance.js';
 import type { ResolvedDashboardOptions, StampededDashboardOptions } from './interfaces/dashboard-options.interface.js';
 
 const OPTION_NAMES = ['path', 'auth', 'readOnly', 'refreshSeconds'] as const;
@@ -70,8 +72,18 @@ export class StampededDashboardModule {
       { provide: DASHBOARD_OPTIONS, useValue: resolved },
       {
         provide: StampededInspector,
-        inject: [StampededDatabase, ReadDatabase],
-        useFactory: (db: StampededDatabase, reads: ReadDatabase) => new StampededInspector(db, reads.replicated ? reads : undefined),
+        inject: [
+          { token: StampededDatabase, optional: true },
+          { token: ReadDatabase, optional: true },
+          { token: StampededInstances, optional: true },
+        ],
+        useFactory: (db?: StampededDatabase, reads?: ReadDatabase, instances?: StampededInstances) => {
+          if (db) return new StampededInspector(db, reads?.replicated ? reads : undefined);
+          // An app with only named instances: the dashboard's own path serves the first of them (rootInstance()).
+          if (!instances) throw new DashboardConfigError(NO_STAMPEDED('StampededDashboardModule'));
+          const root = rootInstanceDatabases(instances);
+          return new StampededInspector(root.db, root.reads);
+        },
       },
       ...instanceInspectorProviders,
       DashboardAuthGuard,
@@ -82,8 +94,8 @@ export class StampededDashboardModule {
     return {
       module: StampededDashboardModule,
       controllers: [
-        mountAt(DashboardApiController, `${resolved.path}/api`),
-        mountAt(DashboardPagesController, resolved.path || '/'),
+        forRootInstance(mountAt(DashboardApiController, `${resolved.path}/api`), 1),
+        forRootInstance(mountAt(DashboardPagesController, resolved.path || '/'), 3),
         // A named instance's pages and API, under <path>/instances/<name>: the default instance's URLs stay as they were.
         forInstances(mountAt(DashboardApiController, `${resolved.path}/${INSTANCES_SEGMENT}/:instance/api`), 1),
         forInstances(mountAt(DashboardPagesController, `${resolved.path}/${INSTANCES_SEGMENT}/:instance`), 3),

@@ -16,6 +16,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { QueueControlService } from '@stampeded/nestjs';
+import type { GateRefresher } from '../instances/root-instance.js';
 import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard } from '../auth/csrf.guard.js';
 import { cookieOf, type DashboardRequest } from '../auth/dashboard-request.js';
@@ -72,7 +73,7 @@ export function operatorOf(request: DashboardRequest): string {
 export class DashboardApiController {
   constructor(
     @Inject(StampededInspector) private readonly inspector: StampededInspector,
-    @Optional() @Inject(QueueControlService) private readonly control?: QueueControlService,
+    @Optional() @Inject(QueueControlService) private readonly control?: GateRefresher | null,
   ) {}
 
   /** The CSRF token to send as the x-stampeded-csrf header; the cookie it pairs with comes with this response. */

@@ -18,6 +18,7 @@ import {
 } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import { QueueControlService } from '@stampeded/nestjs';
+import type { GateRefresher } from '../instances/root-instance.js';
 import { DashboardAuthGuard } from '../auth/dashboard-auth.guard.js';
 import { CsrfGuard, ensureCsrfCookie } from '../auth/csrf.guard.js';
 import type { DashboardRequest } from '../auth/dashboard-request.js';
@@ -26,7 +27,6 @@ import { BREAKER_NOT_FOUND, JOB_NOT_FOUND, WORKFLOW_NOT_FOUND, UNKNOWN_ACTION } 
 import type { ResolvedDashboardOptions } from '../interfaces/dashboard-options.interface.js';
 import { StampededInspector } from '../inspector/stampeded-inspector.js';
 import { InstanceInspectors, instanceBase } from '../instances/instance-inspectors.js';
-import { DEFAULT_INSTANCE } from '@stampeded/nestjs/internal';
 import { jobListQuery } from '../inspector/job-inspector.js';
 import type { BulkFilters } from '../inspector/job-actions.js';
 import { PAGE_SCRIPT_SOURCES, type PageContext } from '../views/layout.view.js';
@@ -71,7 +71,7 @@ export class DashboardPagesController {
     @Inject(StampededInspector) private readonly inspector: StampededInspector,
     @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
     @Inject(InstanceInspectors) private readonly instances: InstanceInspectors,
-    @Optional() @Inject(QueueControlService) private readonly control?: QueueControlService,
+    @Optional() @Inject(QueueControlService) private readonly control?: GateRefresher | null,
   ) {}
 
   @Get()
@@ -265,7 +265,7 @@ export class DashboardPagesController {
 
   private async context(request: DashboardRequest, response: ServerResponse): Promise<PageContext> {
     const csrf = ensureCsrfCookie(request, response, this.options.path);
-    const current = request.params?.instance ?? DEFAULT_INSTANCE;
+    const current = request.params?.instance ?? this.instances.root();
     const instances = { current, names: this.instances.names(), root: this.options.path };
     return { base: instanceBase(this.options.path, current), csrf, readOnly: this.options.readOnly, replica: await this.inspector.replica(), instances };
   }

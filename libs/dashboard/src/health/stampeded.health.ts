@@ -3,7 +3,7 @@ import { DEFAULT_INSTANCE, ReadDatabase, StampededDatabase, type ReplicaStatus }
 import { StampededInstances } from '@stampeded/nestjs/internal-runtime';
 import { MAINTENANCE_LEADER } from '../sql/health.sql.js';
 import { QUEUE_STATE } from '../sql/queues.sql.js';
-import { HEALTH_NO_ANSWER, REPLICA_DEGRADED, UNKNOWN_HEALTH_INSTANCE } from '../dashboard.messages.js';
+import { HEALTH_NO_ANSWER, NO_DEFAULT_HEALTH_INSTANCE, NO_STAMPEDED, REPLICA_DEGRADED, UNKNOWN_HEALTH_INSTANCE } from '../dashboard.messages.js';
 
 export interface StampededHealthOptions {
   /** A queue whose next due job has waited longer than this is down. Default 300 s. */
@@ -45,10 +45,13 @@ export type StampededHealthResult = Record<string, { status: 'up' | 'down'; degr
 @Injectable()
 export class StampededHealthIndicator {
   constructor(
-    @Inject(StampededDatabase) private readonly db: Pick<StampededDatabase, 'query' | 'schema'>,
+    // Absent in an app that declares only named instances: each is then checked by its name.
+    @Optional() @Inject(StampededDatabase) private readonly db?: Pick<StampededDatabase, 'query' | 'schema'>,
     @Optional() @Inject(ReadDatabase) private readonly reads?: Pick<ReadDatabase, 'status'>,
     @Optional() @Inject(StampededInstances) private readonly instances?: Pick<StampededInstances, 'get' | 'names'>,
-  ) {}
+  ) {
+    if (!db && !instances) throw new Error(NO_STAMPEDED('StampededHealthIndicator'));
+  }
 
   /**
    * Every instance of an app with several databases, each under its own
@@ -64,7 +67,7 @@ export class StampededHealthIndicator {
   }
 
   async isHealthy(key = 'stampeded', options: StampededHealthOptions = {}): Promise<StampededHealthResult> {
-    const { db, reads } = this.instanceOf(options.instance);
+    const { db, reads } = this.instanceOf(key, options.instance);
     const maxWaitSeconds = options.maxWaitSeconds ?? 300;
     const timeoutMs = options.timeoutMs ?? 3000;
     let queues: { queue: string; verdict: string | null; paused: boolean; head_wait_secs: number | null }[];
@@ -92,8 +95,11 @@ export class StampededHealthIndicator {
     return { [key]: reasons.length ? { status: 'down', reason: reasons.join('; '), ...details } : { status: 'up', ...details } };
   }
 
-  private instanceOf(instance?: string): { db: Pick<StampededDatabase, 'query' | 'schema'>; reads?: Pick<ReadDatabase, 'status'> } {
-    if (instance === undefined || instance === DEFAULT_INSTANCE) return { db: this.db, reads: this.reads };
+  private instanceOf(key: string, instance?: string): { db: Pick<StampededDatabase, 'query' | 'schema'>; reads?: Pick<ReadDatabase, 'status'> } {
+    if (instance === undefined || instance === DEFAULT_INSTANCE) {
+      if (this.db) return { db: this.db, reads: this.reads };
+      if (instance === undefined) throw new Error(NO_DEFAULT_HEALTH_INSTANCE(key, this.instances?.names() ?? []));
+    }
     const found = this.instances?.get(instance);
     if (!found) throw new Error(UNKNOWN_HEALTH_INSTANCE(instance, this.instances?.names() ?? [DEFAULT_INSTANCE]));
     return { db: found.database, reads: found.reads };

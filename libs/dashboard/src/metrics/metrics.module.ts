@@ -5,6 +5,7 @@ import { JobEvents } from '@stampeded/nestjs';
 import { ReadDatabase } from '@stampeded/nestjs/internal';
 import { StampededInstances } from '@stampeded/nestjs/internal-runtime';
 import { StampededMetrics } from './stampeded-metrics.js';
+import { NO_STAMPEDED } from '../dashboard.messages.js';
 
 export interface StampededMetricsOptions {
   /** Where Prometheus scrapes. Default '/metrics'; `false` for no endpoint (use the registry yourself). */
@@ -23,13 +24,14 @@ export const PROM_CLIENT_MISSING = () =>
 class MetricsLifecycle implements OnModuleInit, OnModuleDestroy {
   constructor(
     @Inject(METRICS) private readonly metrics: StampededMetrics,
-    @Inject(JobEvents) private readonly events: JobEvents,
+    // Absent in an app that declares only named instances, whose events come through StampededInstances.
+    @Optional() @Inject(JobEvents) private readonly events?: JobEvents,
     @Optional() @Inject(StampededInstances) private readonly instances?: StampededInstances,
   ) {}
 
   /** Every instance's events, each under its name: by module init, every instance of the app has been built. */
   onModuleInit(): void {
-    if (!this.instances) return this.metrics.observe(this.events);
+    if (!this.instances) return this.events && this.metrics.observe(this.events);
     for (const instance of this.instances.all()) this.metrics.observe(instance.events, instance.name);
   }
 
@@ -72,8 +74,12 @@ export class StampededMetricsModule {
         {
           provide: METRICS,
           // The gauges read where the dashboard's lists do: the replica, when readConnection sets one.
-          inject: [ReadDatabase, { token: StampededInstances, optional: true }],
-          useFactory: async (db: ReadDatabase, instances?: StampededInstances) => {
+          inject: [
+            { token: ReadDatabase, optional: true },
+            { token: StampededInstances, optional: true },
+          ],
+          useFactory: async (db?: ReadDatabase, instances?: StampededInstances) => {
+            if (!db && !instances) throw new Error(NO_STAMPEDED('StampededMetricsModule'));
             let client: typeof import('prom-client');
             try {
               client = await import('prom-client');
@@ -81,7 +87,7 @@ export class StampededMetricsModule {
               throw new Error(PROM_CLIENT_MISSING());
             }
             const registry = options.registry ?? new client.Registry();
-            const sources = () => (instances ? instances.all().map((i) => ({ instance: i.name, db: i.reads })) : [{ instance: 'default', db }]);
+            const sources = () => (instances ? instances.all().map((i) => ({ instance: i.name, db: i.reads })) : [{ instance: 'default', db: db! }]);
             return new StampededMetrics(client, registry, sources, options.prefix ?? 'stampeded_');
           },
         },
