@@ -88,8 +88,14 @@ BEGIN
     -- each comparison would go through it.
     WITH batch AS MATERIALIZED (
         SELECT j.queue COLLATE "C" AS queue, j.task COLLATE "C" AS task, j.state, j.finished_at, j.tenant_id, j.destination,
-               CASE WHEN j.state = 'completed' THEN extract(epoch FROM j.claimed_at - j.scheduled_at) * 1000 END AS wait_ms,
-               CASE WHEN j.state = 'completed' THEN extract(epoch FROM j.finished_at - j.claimed_at) * 1000 END AS run_ms,
+               -- In float8: extract() answers numeric, and a numeric ln()
+               -- costs 3 us, two a job, a third of the batch. A time is whole
+               -- microseconds, so it falls on a bucket's bound only where the
+               -- bound is whole (1, 2, 4 ... ms), and there float8 and
+               -- numeric give the same index; anywhere else the bound is
+               -- further away than either's rounding.
+               CASE WHEN j.state = 'completed' THEN (extract(epoch FROM j.claimed_at - j.scheduled_at) * 1000)::float8 END AS wait_ms,
+               CASE WHEN j.state = 'completed' THEN (extract(epoch FROM j.finished_at - j.claimed_at) * 1000)::float8 END AS run_ms,
                CASE WHEN j.errors <> '[]'::jsonb THEN j.errors END AS errors
           FROM stampeded_jobs j
          WHERE j.finished_at IS NOT NULL AND j.finished_at > v_from AND j.finished_at <= v_upto
@@ -112,29 +118,61 @@ BEGIN
          CROSS JOIN LATERAL jsonb_array_elements(b.errors) AS e(entry)
          WHERE b.errors IS NOT NULL AND e.entry->>'kind' NOT IN ('breaker_open', 'throttled')
     ),
-    -- Each event in its minute and its hour, per queue and task, per queue,
-    -- per task and in all: queue '' and task '' are "every".
-    grouped AS (
-        SELECT g.grain, date_trunc(g.grain, e.at, 'UTC') AS bucket,
-               coalesce(e.queue, '') AS queue, coalesce(e.task, '') AS task,
+    -- Each event is aggregated once, by its minute, queue and task: its
+    -- counts, and apart from them its wait's and its run's bucket index
+    -- (GROUPING tells the three apart: 3 the counts, 1 a wait, 2 a run).
+    -- Everything below works on these few rows, not on the events: rolling
+    -- the events up eight times (two grains, four levels) and building each
+    -- histogram from an array of every index cost as much per job as the
+    -- claim and the completion (bench/RESULTS.md, "Insights").
+    fine AS (
+        SELECT date_trunc('minute', e.at, 'UTC') AS minute, e.queue, e.task,
+               GROUPING(e.wait_i, e.run_i) AS level,
+               -- A level's own index; the other one is rolled up, so NULL.
+               coalesce(e.wait_i, e.run_i) AS i,
                sum(e.completed)::int AS completed, sum(e.failed)::int AS failed, sum(e.retried)::int AS retried,
-               sum(e.discarded)::int AS discarded, sum(e.cancelled)::int AS cancelled,
-               array_agg(e.wait_i) FILTER (WHERE e.wait_i IS NOT NULL) AS waits,
-               array_agg(e.run_i) FILTER (WHERE e.run_i IS NOT NULL) AS runs
+               sum(e.discarded)::int AS discarded, sum(e.cancelled)::int AS cancelled, count(*)::int AS n
           FROM events e
+         GROUP BY GROUPING SETS ((date_trunc('minute', e.at, 'UTC'), e.queue, e.task),
+                                 (date_trunc('minute', e.at, 'UTC'), e.queue, e.task, e.wait_i),
+                                 (date_trunc('minute', e.at, 'UTC'), e.queue, e.task, e.run_i))
+    ),
+    -- Each of those in its minute and its hour, per queue and task, per
+    -- queue, per task and in all: queue '' and task '' are "every".
+    rolled AS (
+        SELECT g.grain, date_trunc(g.grain, f.minute, 'UTC') AS bucket,
+               coalesce(f.queue, '') AS queue, coalesce(f.task, '') AS task, f.level, f.i,
+               sum(f.completed) AS completed, sum(f.failed) AS failed, sum(f.retried) AS retried,
+               sum(f.discarded) AS discarded, sum(f.cancelled) AS cancelled, sum(f.n) AS n
+          FROM fine f
          CROSS JOIN (VALUES ('minute'), ('hour')) AS g(grain)
-         GROUP BY GROUPING SETS ((g.grain, date_trunc(g.grain, e.at, 'UTC'), e.queue, e.task),
-                                 (g.grain, date_trunc(g.grain, e.at, 'UTC'), e.queue),
-                                 (g.grain, date_trunc(g.grain, e.at, 'UTC'), e.task),
-                                 (g.grain, date_trunc(g.grain, e.at, 'UTC')))
+         -- An event without a wait (a failure, a job not completed) is in
+         -- the counts only.
+         WHERE f.level = 3 OR f.i IS NOT NULL
+         GROUP BY GROUPING SETS ((g.grain, date_trunc(g.grain, f.minute, 'UTC'), f.level, f.i, f.queue, f.task),
+                                 (g.grain, date_trunc(g.grain, f.minute, 'UTC'), f.level, f.i, f.queue),
+                                 (g.grain, date_trunc(g.grain, f.minute, 'UTC'), f.level, f.i, f.task),
+                                 (g.grain, date_trunc(g.grain, f.minute, 'UTC'), f.level, f.i))
+    ),
+    -- A row of stampeded_insights each: its counts, and the buckets of its
+    -- histograms that hold anything, with how many.
+    grouped AS (
+        SELECT r.grain, r.bucket, r.queue, r.task,
+               (sum(r.completed) FILTER (WHERE r.level = 3))::int AS completed, (sum(r.failed) FILTER (WHERE r.level = 3))::int AS failed,
+               (sum(r.retried) FILTER (WHERE r.level = 3))::int AS retried, (sum(r.discarded) FILTER (WHERE r.level = 3))::int AS discarded,
+               (sum(r.cancelled) FILTER (WHERE r.level = 3))::int AS cancelled,
+               array_agg(r.i) FILTER (WHERE r.level = 1) AS wait_i, array_agg(r.n) FILTER (WHERE r.level = 1) AS wait_n,
+               array_agg(r.i) FILTER (WHERE r.level = 2) AS run_i, array_agg(r.n) FILTER (WHERE r.level = 2) AS run_n
+          FROM rolled r
+         GROUP BY r.grain, r.bucket, r.queue, r.task
     ),
     counted AS (
         INSERT INTO stampeded_insights AS s (grain, queue, task, bucket, completed, failed, retried, discarded, cancelled, wait_ms, run_ms)
         SELECT r.grain, r.queue, r.task, r.bucket, r.completed, r.failed, r.retried, r.discarded, r.cancelled,
                ARRAY(SELECT coalesce(c.n, 0)::int FROM generate_series(0, p_buckets - 1) AS i(i)
-                       LEFT JOIN (SELECT x, count(*) AS n FROM unnest(r.waits) AS x GROUP BY x) c ON c.x = i.i ORDER BY i.i),
+                       LEFT JOIN unnest(r.wait_i, r.wait_n) AS c(x, n) ON c.x = i.i ORDER BY i.i),
                ARRAY(SELECT coalesce(c.n, 0)::int FROM generate_series(0, p_buckets - 1) AS i(i)
-                       LEFT JOIN (SELECT x, count(*) AS n FROM unnest(r.runs) AS x GROUP BY x) c ON c.x = i.i ORDER BY i.i)
+                       LEFT JOIN unnest(r.run_i, r.run_n) AS c(x, n) ON c.x = i.i ORDER BY i.i)
           FROM grouped r
          -- In key order, as the queue counters do: two calls never deadlock.
          ORDER BY r.grain, r.queue, r.task, r.bucket
@@ -148,6 +186,16 @@ BEGIN
                run_ms    = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0) FROM unnest(s.run_ms, excluded.run_ms) WITH ORDINALITY AS u(a, b, n) ORDER BY n)
         RETURNING 1
     ),
+    -- The batch's keys counted once, by queue, task, dimension, hour and
+    -- key, then rolled up from those rows as the counts are.
+    key_counts AS (
+        SELECT b.queue, b.task, d.dimension, date_trunc('hour', b.finished_at, 'UTC') AS bucket, d.key,
+               count(*)::int AS jobs, (count(*) FILTER (WHERE b.state = 'discarded'))::int AS discarded
+          FROM batch b
+         CROSS JOIN LATERAL (VALUES ('tenant', b.tenant_id COLLATE "C"), ('destination', b.destination COLLATE "C")) AS d(dimension, key)
+         WHERE d.key IS NOT NULL
+         GROUP BY b.queue, b.task, d.dimension, date_trunc('hour', b.finished_at, 'UTC'), d.key
+    ),
     -- Per queue, per task and in all (not per queue and task: a task's
     -- keys are those of its queue, or of every queue it runs in), and only
     -- the batch's own top p_top keys of each: a thousand tenants with a job
@@ -156,17 +204,14 @@ BEGIN
     keyed AS (
         INSERT INTO stampeded_insight_keys AS k (queue, task, dimension, bucket, key, jobs, discarded)
         SELECT t.queue, t.task, t.dimension, t.bucket, t.key, t.jobs, t.discarded
-          FROM (SELECT coalesce(b.queue, '') AS queue, coalesce(b.task, '') AS task, d.dimension,
-                       date_trunc('hour', b.finished_at, 'UTC') AS bucket, d.key,
-                       count(*)::int AS jobs, (count(*) FILTER (WHERE b.state = 'discarded'))::int AS discarded,
-                       row_number() OVER (PARTITION BY b.queue, b.task, d.dimension, date_trunc('hour', b.finished_at, 'UTC')
-                                          ORDER BY count(*) DESC, d.key) AS rank
-                  FROM batch b
-                 CROSS JOIN LATERAL (VALUES ('tenant', b.tenant_id COLLATE "C"), ('destination', b.destination COLLATE "C")) AS d(dimension, key)
-                 WHERE d.key IS NOT NULL
-                 GROUP BY GROUPING SETS ((d.dimension, date_trunc('hour', b.finished_at, 'UTC'), d.key, b.queue),
-                                         (d.dimension, date_trunc('hour', b.finished_at, 'UTC'), d.key, b.task),
-                                         (d.dimension, date_trunc('hour', b.finished_at, 'UTC'), d.key))) t
+          FROM (SELECT coalesce(y.queue, '') AS queue, coalesce(y.task, '') AS task, y.dimension, y.bucket, y.key,
+                       sum(y.jobs)::int AS jobs, sum(y.discarded)::int AS discarded,
+                       row_number() OVER (PARTITION BY y.queue, y.task, y.dimension, y.bucket
+                                          ORDER BY sum(y.jobs) DESC, y.key) AS rank
+                  FROM key_counts y
+                 GROUP BY GROUPING SETS ((y.dimension, y.bucket, y.key, y.queue),
+                                         (y.dimension, y.bucket, y.key, y.task),
+                                         (y.dimension, y.bucket, y.key))) t
          WHERE t.rank <= p_top
          ORDER BY 1, 2, 3, 4, 5
         ON CONFLICT (queue, task, dimension, bucket, key) DO UPDATE
