@@ -28,40 +28,28 @@ import type { StampededModuleOptions } from '../interfaces/stampeded-options.int
 /** Injection token of the instance's own handle, inside its module: `instance`, so that a named one's is instanceHandleToken(name). */
 const STAMPEDED_INSTANCE = Symbol('instance');
 
+/** The services an instance's handle holds, by the handle's field: the one list its provider injects and assigns. */
+const HANDLE_PARTS = {
+  database: StampededDatabase,
+  reads: ReadDatabase,
+  queue: QueueService,
+  events: JobEvents,
+  worker: WorkerOrchestrator,
+  maintenance: MaintenanceService,
+  schedules: SchedulesService,
+  control: QueueControlService,
+  tasks: TaskRegistry,
+  queues: QueueRegistry,
+} as const satisfies { [K in Exclude<keyof StampededInstance, 'name' | 'options'>]: Type<StampededInstance[K]> };
+
 /** The instance's handle, added to the app's StampededInstances as the module is built: a second instance of one name stops it there. */
 const instanceHandleProvider: Provider = {
   provide: STAMPEDED_INSTANCE,
-  inject: [
-    STAMPEDED_OPTIONS,
-    StampededInstances,
-    StampededDatabase,
-    ReadDatabase,
-    QueueService,
-    JobEvents,
-    WorkerOrchestrator,
-    MaintenanceService,
-    SchedulesService,
-    QueueControlService,
-    TaskRegistry,
-    QueueRegistry,
-  ],
-  useFactory: (
-    options: StampededModuleOptions,
-    instances: StampededInstances,
-    ...[database, reads, queue, events, worker, maintenance, schedules, control, tasks, queues]: [
-      StampededDatabase,
-      ReadDatabase,
-      QueueService,
-      JobEvents,
-      WorkerOrchestrator,
-      MaintenanceService,
-      SchedulesService,
-      QueueControlService,
-      TaskRegistry,
-      QueueRegistry,
-    ]
-  ): StampededInstance =>
-    instances.add({ name: instanceNameOf(options.name), options, database, reads, queue, events, worker, maintenance, schedules, control, tasks, queues }),
+  inject: [STAMPEDED_OPTIONS, StampededInstances, ...Object.values(HANDLE_PARTS)],
+  useFactory: (options: StampededModuleOptions, instances: StampededInstances, ...parts: unknown[]): StampededInstance => {
+    const services = Object.fromEntries(Object.keys(HANDLE_PARTS).map((field, i) => [field, parts[i]]));
+    return instances.add({ name: instanceNameOf(options.name), options, ...services } as StampededInstance);
+  },
 };
 
 /**
