@@ -64,7 +64,7 @@ describe('enqueue', () => {
     await expect(queue.getJob(SendEmail, 'not-a-uuid')).rejects.toThrow(/getJob\(\): "not-a-uuid" is not a job id/);
     // (id, 'emails') reads as (task, id): the id is the one refused.
     await expect(queue.getJob(id, 'emails' as never)).rejects.toThrow(/getJob\(\): "emails" is not a job id/);
-    await expect(queue.getJob(SendEmail, id, 42 as never)).rejects.toThrow(/getJob\(\): options must be an object \{ queue\?, logs\? \}/);
+    await expect(queue.getJob(SendEmail, id, 42 as never)).rejects.toThrow(/getJob\(\): options must be an object \{ queue\?, logs\?, replica\? \}/);
   });
 
   it('deduplicates a pending job by scope, and frees the scope once the job is finished', async () => {
