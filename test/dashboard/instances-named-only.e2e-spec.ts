@@ -1,11 +1,12 @@
-import { Controller, Get, Module, type INestApplication } from '@nestjs/common';
+import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import { TerminusModule } from '@nestjs/terminus';
 import { getQueueServiceToken, StampededModule, Task, type QueueService, type TaskHandler } from '@stampeded/nestjs';
 import { StampededDashboardModule, StampededHealthIndicator, StampededHealthModule, StampededMetricsModule } from '@stampeded/dashboard';
-import { BILLING, twoServers } from '../support/two-instances.js';
+import { BILLING, EachInstanceHealthController, twoServers } from '../support/two-instances.js';
 import { waitFor } from '../support/test-app.js';
+import { metricSample } from '../support/metrics.js';
 
 // An app that declares only named instances: no forRoot() without a name, so no default instance.
 const ORDERS = 'orders';
@@ -18,31 +19,6 @@ class SendEmail implements TaskHandler {
 @Task('charge-card', { queue: 'invoices', instance: BILLING })
 class ChargeCard implements TaskHandler {
   handle() {}
-}
-
-@Controller('health')
-class HealthController {
-  constructor(
-    private readonly health: HealthCheckService,
-    private readonly stampeded: StampededHealthIndicator,
-  ) {}
-
-  @Get()
-  @HealthCheck()
-  check() {
-    return this.health.check([() => this.stampeded.eachInstance('stampeded', { timeoutMs: 2000 })]);
-  }
-}
-
-/** A sample's value, its labels matched as a subset. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`)) continue;
-    const have = line.slice(name.length + 1, line.indexOf('}')).split(',');
-    if (wanted.every((w) => have.includes(w))) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
 }
 
 const auth = { username: 'ops', password: 'named-only-secret' };
@@ -67,7 +43,7 @@ describe('an app with only named instances: dashboard, health and metrics', () =
         StampededHealthModule,
         StampededMetricsModule.forRoot(),
       ],
-      controllers: [HealthController],
+      controllers: [EachInstanceHealthController],
       providers: [SendEmail, ChargeCard],
     })
     class NamedOnlyModule {}
@@ -159,10 +135,10 @@ describe('an app with only named instances: dashboard, health and metrics', () =
     const response = await fetch(`${base}/metrics`);
     expect(response.status).toBe(200);
     const text = await response.text();
-    expect(sample(text, 'stampeded_jobs', { stampeded_instance: BILLING, queue: 'invoices', state: 'completed' })).toBe(1);
-    expect(sample(text, 'stampeded_jobs', { stampeded_instance: ORDERS, queue: 'emails', state: 'completed' })).toBe(1);
-    expect(sample(text, 'stampeded_jobs', { stampeded_instance: 'default' })).toBeUndefined();
-    expect(sample(text, 'stampeded_job_outcomes_total', { stampeded_instance: BILLING, task: 'charge-card', outcome: 'completed' })).toBe(1);
-    expect(sample(text, 'stampeded_job_outcomes_total', { stampeded_instance: ORDERS, task: 'send-email', outcome: 'completed' })).toBe(1);
+    expect(metricSample(text, 'stampeded_jobs', { stampeded_instance: BILLING, queue: 'invoices', state: 'completed' })).toBe(1);
+    expect(metricSample(text, 'stampeded_jobs', { stampeded_instance: ORDERS, queue: 'emails', state: 'completed' })).toBe(1);
+    expect(metricSample(text, 'stampeded_jobs', { stampeded_instance: 'default' })).toBeUndefined();
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { stampeded_instance: BILLING, task: 'charge-card', outcome: 'completed' })).toBe(1);
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { stampeded_instance: ORDERS, task: 'send-email', outcome: 'completed' })).toBe(1);
   });
 });

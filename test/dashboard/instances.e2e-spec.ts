@@ -1,10 +1,11 @@
-import { Controller, Get, Module, type INestApplication } from '@nestjs/common';
+import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import { TerminusModule } from '@nestjs/terminus';
 import { getQueueServiceToken, QueueService, Task, type TaskHandler } from '@stampeded/nestjs';
-import { StampededHealthIndicator, StampededHealthModule, StampededMetricsModule } from '@stampeded/dashboard';
-import { BILLING, twoInstanceImports, twoServers } from '../support/two-instances.js';
+import { StampededHealthModule, StampededMetricsModule } from '@stampeded/dashboard';
+import { BILLING, EachInstanceHealthController, twoInstanceImports, twoServers } from '../support/two-instances.js';
 import { waitFor } from '../support/test-app.js';
+import { metricSample } from '../support/metrics.js';
 
 @Task('send-email', { queue: 'emails' })
 class SendEmail implements TaskHandler {
@@ -14,31 +15,6 @@ class SendEmail implements TaskHandler {
 @Task('charge-card', { queue: 'invoices', instance: BILLING })
 class ChargeCard implements TaskHandler {
   handle() {}
-}
-
-@Controller('health')
-class HealthController {
-  constructor(
-    private readonly health: HealthCheckService,
-    private readonly stampeded: StampededHealthIndicator,
-  ) {}
-
-  @Get()
-  @HealthCheck()
-  check() {
-    return this.health.check([() => this.stampeded.eachInstance('stampeded', { timeoutMs: 2000 })]);
-  }
-}
-
-/** A sample's value, its labels matched as a subset. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`)) continue;
-    const have = line.slice(name.length + 1, line.indexOf('}')).split(',');
-    if (wanted.every((w) => have.includes(w))) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
 }
 
 // Health and metrics of an app with two instances, each on a PostgreSQL server of its own.
@@ -56,7 +32,7 @@ describe('health and metrics of several databases', () => {
         StampededHealthModule,
         StampededMetricsModule.forRoot(),
       ],
-      controllers: [HealthController],
+      controllers: [EachInstanceHealthController],
       providers: [SendEmail, ChargeCard],
     })
     class InstancesHttpModule {}
@@ -80,13 +56,13 @@ describe('health and metrics of several databases', () => {
     for (const charge of charges) await billing.waitFor(ChargeCard, charge.id, { timeoutMs: 20_000 });
     const { status, text } = await get('/metrics');
     expect(status).toBe(200);
-    expect(sample(text, 'stampeded_jobs', { stampeded_instance: 'billing', queue: 'invoices', state: 'completed' })).toBe(2);
-    expect(sample(text, 'stampeded_jobs', { stampeded_instance: 'default', queue: 'emails', state: 'completed' })).toBe(1);
-    expect(sample(text, 'stampeded_jobs', { stampeded_instance: 'default', queue: 'invoices', state: 'completed' })).toBeUndefined();
+    expect(metricSample(text, 'stampeded_jobs', { stampeded_instance: 'billing', queue: 'invoices', state: 'completed' })).toBe(2);
+    expect(metricSample(text, 'stampeded_jobs', { stampeded_instance: 'default', queue: 'emails', state: 'completed' })).toBe(1);
+    expect(metricSample(text, 'stampeded_jobs', { stampeded_instance: 'default', queue: 'invoices', state: 'completed' })).toBeUndefined();
     const outcome = { task: 'charge-card', outcome: 'completed' };
-    expect(sample(text, 'stampeded_job_outcomes_total', { stampeded_instance: 'billing', ...outcome })).toBe(2);
-    expect(sample(text, 'stampeded_job_outcomes_total', { stampeded_instance: 'default', ...outcome })).toBeUndefined();
-    expect(sample(text, 'stampeded_job_outcomes_total', { stampeded_instance: 'default', task: 'send-email', outcome: 'completed' })).toBe(1);
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { stampeded_instance: 'billing', ...outcome })).toBe(2);
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { stampeded_instance: 'default', ...outcome })).toBeUndefined();
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { stampeded_instance: 'default', task: 'send-email', outcome: 'completed' })).toBe(1);
   });
 
   it('reports each instance, and the one whose server is down as down while the other stays up', async () => {
@@ -108,7 +84,7 @@ describe('health and metrics of several databases', () => {
     await app.get(QueueService).waitFor(SendEmail, id, { timeoutMs: 20_000 });
     const metrics = await get('/metrics');
     expect(metrics.status).toBe(200);
-    expect(sample(metrics.text, 'stampeded_jobs', { stampeded_instance: 'default', queue: 'emails', state: 'completed' })).toBe(2);
-    expect(sample(metrics.text, 'stampeded_jobs', { stampeded_instance: 'billing', queue: 'invoices' })).toBeUndefined();
+    expect(metricSample(metrics.text, 'stampeded_jobs', { stampeded_instance: 'default', queue: 'emails', state: 'completed' })).toBe(2);
+    expect(metricSample(metrics.text, 'stampeded_jobs', { stampeded_instance: 'billing', queue: 'invoices' })).toBeUndefined();
   });
 });

@@ -5,6 +5,7 @@ import { QueueService, StampededModule, Task, UnrecoverableError, type TaskHandl
 import { StampededMetrics, StampededMetricsModule } from '@stampeded/dashboard';
 import type { TestDatabase } from '@stampeded/testing';
 import { sqlClient, testDatabase, waitFor } from '../support/test-app.js';
+import { metricSample } from '../support/metrics.js';
 
 @Task('resize', { queue: 'images', maxAttempts: 2, backoff: { baseMs: 10, maxMs: 10 } })
 class Resize implements TaskHandler<{ fail?: 'once' | 'always' | 'unrecoverable' }> {
@@ -12,18 +13,6 @@ class Resize implements TaskHandler<{ fail?: 'once' | 'always' | 'unrecoverable'
     if (args.fail === 'unrecoverable') throw new UnrecoverableError('corrupt image');
     if (args.fail === 'always' || (args.fail === 'once' && ctx.attempt === 1)) throw new Error('decoder crashed');
   }
-}
-
-/** One metric line's value from the exposition text, or undefined. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`)) continue;
-    const inside = line.slice(name.length + 1, line.indexOf('}'));
-    const have = inside.split(',');
-    if (wanted.every((w) => have.includes(w))) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
 }
 
 describe('Prometheus metrics', () => {
@@ -78,23 +67,23 @@ describe('Prometheus metrics', () => {
     expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = await response.text();
     const images = { queue: 'images', task: 'resize' };
-    expect(sample(text, 'stampeded_job_outcomes_total', { ...images, outcome: 'completed' })).toBe(3);
-    expect(sample(text, 'stampeded_job_outcomes_total', { ...images, outcome: 'retrying' })).toBe(2);
-    expect(sample(text, 'stampeded_job_outcomes_total', { ...images, outcome: 'discarded' })).toBe(2);
-    expect(sample(text, 'stampeded_job_failures_total', { ...images, kind: 'raised' })).toBe(3);
-    expect(sample(text, 'stampeded_job_failures_total', { ...images, kind: 'unrecoverable' })).toBe(1);
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { ...images, outcome: 'completed' })).toBe(3);
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { ...images, outcome: 'retrying' })).toBe(2);
+    expect(metricSample(text, 'stampeded_job_outcomes_total', { ...images, outcome: 'discarded' })).toBe(2);
+    expect(metricSample(text, 'stampeded_job_failures_total', { ...images, kind: 'raised' })).toBe(3);
+    expect(metricSample(text, 'stampeded_job_failures_total', { ...images, kind: 'unrecoverable' })).toBe(1);
     // Every attempt ran a handler: 5 jobs, 2 of them twice.
-    expect(sample(text, 'stampeded_job_duration_seconds_count', images)).toBe(7);
-    expect(sample(text, 'stampeded_job_queue_wait_seconds_count', images)).toBe(7);
-    expect(sample(text, 'stampeded_jobs', { queue: 'images', state: 'completed' })).toBe(3);
-    expect(sample(text, 'stampeded_jobs', { queue: 'images', state: 'discarded' })).toBe(2);
-    expect(sample(text, 'stampeded_jobs', { queue: 'backlog', state: 'available' })).toBe(1);
-    expect(sample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'hold' })).toBe(1);
-    expect(sample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'steady' })).toBe(0);
-    expect(sample(text, 'stampeded_queue_paused', { queue: 'backlog' })).toBe(1);
-    expect(sample(text, 'stampeded_queue_paused', { queue: 'images' })).toBe(0);
-    expect(sample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'open' })).toBe(1);
-    expect(sample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'closed' })).toBe(0);
+    expect(metricSample(text, 'stampeded_job_duration_seconds_count', images)).toBe(7);
+    expect(metricSample(text, 'stampeded_job_queue_wait_seconds_count', images)).toBe(7);
+    expect(metricSample(text, 'stampeded_jobs', { queue: 'images', state: 'completed' })).toBe(3);
+    expect(metricSample(text, 'stampeded_jobs', { queue: 'images', state: 'discarded' })).toBe(2);
+    expect(metricSample(text, 'stampeded_jobs', { queue: 'backlog', state: 'available' })).toBe(1);
+    expect(metricSample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'hold' })).toBe(1);
+    expect(metricSample(text, 'stampeded_queue_verdict', { queue: 'backlog', verdict: 'steady' })).toBe(0);
+    expect(metricSample(text, 'stampeded_queue_paused', { queue: 'backlog' })).toBe(1);
+    expect(metricSample(text, 'stampeded_queue_paused', { queue: 'images' })).toBe(0);
+    expect(metricSample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'open' })).toBe(1);
+    expect(metricSample(text, 'stampeded_breaker_state', { destination: 'smtp', state: 'closed' })).toBe(0);
   });
 
   it('keeps its metrics in a registry of its own unless given one', async () => {

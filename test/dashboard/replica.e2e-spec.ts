@@ -10,20 +10,9 @@ import { startPrimary, startStandby, type StartedPrimary, type Standby } from '.
 import { describeInChromium, docsScreenshot } from '../support/chromium.js';
 import { openDashboardInChromium, type DashboardInChromium } from '../support/dashboard-in-chromium.js';
 import { sqlClient, waitFor } from '../support/test-app.js';
+import { metricSample } from '../support/metrics.js';
 
 const BASIC = `Basic ${Buffer.from('ops:replica').toString('base64')}`;
-
-/** One unlabelled or labelled metric's value from the exposition text, or undefined. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  for (const line of text.split('\n')) {
-    if (line.startsWith(`${name} `) && wanted.length === 0) return Number(line.slice(name.length + 1));
-    if (!line.startsWith(`${name}{`)) continue;
-    const have = line.slice(name.length + 1, line.indexOf('}')).split(',');
-    if (wanted.every((w) => have.includes(w))) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
-}
 
 /** A port nothing listens on: a replica that is down. */
 async function closedPort(): Promise<number> {
@@ -136,9 +125,9 @@ describe('reads from a replica (a streaming standby of a primary)', () => {
     expect(list).not.toContain(id);
     expect(list).toMatch(/<p class="replica" data-reading-from="replica" data-lag-seconds="[\d.]+">Read from the replica, [^<]+ behind the primary\.<\/p>/);
     const metrics = await scrape();
-    expect(sample(metrics, 'stampeded_jobs', { queue: 'replica-list', state: 'available' })).toBeUndefined();
-    expect(sample(metrics, 'stampeded_replica_lag_seconds')).toBeGreaterThan(0);
-    expect(sample(metrics, 'stampeded_replica_up')).toBe(1);
+    expect(metricSample(metrics, 'stampeded_jobs', { queue: 'replica-list', state: 'available' })).toBeUndefined();
+    expect(metricSample(metrics, 'stampeded_replica_lag_seconds')).toBeGreaterThan(0);
+    expect(metricSample(metrics, 'stampeded_replica_up')).toBe(1);
 
     // The default getJob() sees the app's own write; the one for display reads the standby.
     expect((await queue.getJob(id))?.state).toBe('available');
@@ -151,8 +140,8 @@ describe('reads from a replica (a streaming standby of a primary)', () => {
     expect(await replicaStatus()).toEqual({ readingFrom: 'replica', caughtUp: true, lagSeconds: 0 });
     expect((await queue.getJob(id, { replica: true }))?.state).toBe('available');
     const caughtUp = await scrape();
-    expect(sample(caughtUp, 'stampeded_jobs', { queue: 'replica-list', state: 'available' })).toBe(1);
-    expect(sample(caughtUp, 'stampeded_replica_lag_seconds')).toBe(0);
+    expect(metricSample(caughtUp, 'stampeded_jobs', { queue: 'replica-list', state: 'available' })).toBe(1);
+    expect(metricSample(caughtUp, 'stampeded_replica_lag_seconds')).toBe(0);
     expect(await (await get('/stampeded/jobs?queue=replica-list')).text()).toContain('Read from the replica, caught up.');
   });
 
@@ -250,8 +239,8 @@ describe('reads from a replica (a streaming standby of a primary)', () => {
       expect(page).toMatch(/<p class="replica bad" data-reading-from="primary">The replica does not answer \([^)]*\): this page reads the primary\.<\/p>/);
       expect(page).toContain(id);
       const metrics = await (await fetch(`${down.base}/metrics`)).text();
-      expect(sample(metrics, 'stampeded_replica_up')).toBe(0);
-      expect(sample(metrics, 'stampeded_jobs', { queue: 'replica-down', state: 'available' })).toBe(1);
+      expect(metricSample(metrics, 'stampeded_replica_up')).toBe(0);
+      expect(metricSample(metrics, 'stampeded_jobs', { queue: 'replica-down', state: 'available' })).toBe(1);
       const health = (await down.app.get(StampededHealthIndicator).isHealthy('stampeded', { requireMaintenanceLeader: false })).stampeded;
       expect(health.status).toBe('up');
       expect(health.degraded).toMatch(/^the replica \(readConnection\) does not answer/);

@@ -1,14 +1,31 @@
-import { Module, type DynamicModule, type INestApplicationContext, type Provider } from '@nestjs/common';
+import { Controller, Get, Module, type DynamicModule, type INestApplicationContext, type Provider } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
 import type pg from 'pg';
 import { StampededModule, type RegisterQueueOptions, type StampededModuleOptions } from '@stampeded/nestjs';
+import { StampededHealthIndicator } from '@stampeded/dashboard';
 import { createTestDatabase, type TestDatabase } from '@stampeded/testing';
 import { startPostgresMajor, type StartedPostgresMajor } from './postgres-major.mjs';
 import { sqlClient, testDatabase } from './test-app.js';
 
 /** The name of the second instance in the tests of several databases. */
 export const BILLING = 'billing';
+
+/** GET /health: every instance of the app under `stampeded` and `stampeded:<name>` (needs TerminusModule and StampededHealthModule). */
+@Controller('health')
+export class EachInstanceHealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly stampeded: StampededHealthIndicator,
+  ) {}
+
+  @Get()
+  @HealthCheck()
+  check() {
+    return this.health.check([() => this.stampeded.eachInstance('stampeded', { timeoutMs: 2000 })]);
+  }
+}
 
 export interface TwoServers {
   /** A database of this file's own on the run's server: the default instance's. */
