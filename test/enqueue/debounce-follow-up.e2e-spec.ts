@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import type pg from 'pg';
 import { QueueService, type EnqueueResult } from '@stampeded/nestjs';
 import type { TestDatabase } from '@stampeded/testing';
-import { bootApp, sqlClient, testDatabase } from '../support/test-app.js';
+import { bootApp, sqlClient, testDatabase, twoEnqueuingApps } from '../support/test-app.js';
 import { jobSql, type ClaimedRow } from '../support/job-sql.js';
 import { WorkerProcess } from '../support/worker-process.js';
 
@@ -11,33 +11,13 @@ import { WorkerProcess } from '../support/worker-process.js';
 // behind it as the scope's one follow-up, released by that job's outcome
 // (docs/enqueue.md, "Debounce"): nothing a user enqueued is dropped.
 describe('debounce: a request while the job runs', () => {
-  let db: TestDatabase;
-  let app: INestApplicationContext;
-  let other: INestApplicationContext;
-  let queue: QueueService;
-  let sql: pg.Client;
-  const jobs = jobSql(() => sql);
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    app = await bootApp(db.url, { stampeded: { worker: { enabled: false } } });
-    // A second app with its own pool: the other process of the races below.
-    other = await bootApp(db.url, { via: 'connection', stampeded: { worker: { enabled: false } } });
-    queue = app.get(QueueService);
-    sql = await sqlClient(db.url);
-  });
-
-  afterAll(async () => {
-    await sql?.end();
-    await other?.close();
-    await app?.close();
-    await db?.drop();
-  });
+  const h = twoEnqueuingApps();
+  const jobs = jobSql(() => h.sql);
 
   /** Every job a scope ever had, holder or follow-up, oldest first. */
   const scopeJobs = async (scope: string) =>
     (
-      await sql.query(
+      await h.sql.query(
         `SELECT id::text, args, state, dedup_scope, dedup_follows::text AS follows, scheduled_at <= now() AS due
            FROM stampeded_jobs WHERE dedup_scope = $1 OR dedup_follow_scope = $1 OR args->>'scope' = $1 ORDER BY id`,
         [scope],
@@ -47,7 +27,7 @@ describe('debounce: a request while the job runs', () => {
   /** A job of the scope claimed by a fresh worker row, as a worker claims it. */
   async function running(scope: string, options: { maxAttempts?: number } = {}) {
     const q = `follow-${scope}`;
-    const first = await queue.enqueue('reindex', { scope, n: 0 }, { queue: q, maxAttempts: options.maxAttempts, dedup: { scope, mode: 'replace' } });
+    const first = await h.queue.enqueue('reindex', { scope, n: 0 }, { queue: q, maxAttempts: options.maxAttempts, dedup: { scope, mode: 'replace' } });
     const worker = await jobs.worker();
     const claimed = await jobs.claim(q, worker, 10);
     expect(claimed.map((c) => c.id)).toEqual([first.id]);
@@ -57,9 +37,9 @@ describe('debounce: a request while the job runs', () => {
   it('waits as one follow-up with the newest args, released when the running job completes', async () => {
     const { q, first, worker, claimed } = await running('complete');
     const during: EnqueueResult[] = [];
-    during.push(await queue.enqueue('reindex', { scope: 'complete', n: 1 }, { queue: q, dedup: { scope: 'complete', mode: 'replace' } }));
+    during.push(await h.queue.enqueue('reindex', { scope: 'complete', n: 1 }, { queue: q, dedup: { scope: 'complete', mode: 'replace' } }));
     during.push(
-      ...(await queue.enqueueMany([
+      ...(await h.queue.enqueueMany([
         { task: 'reindex', args: { scope: 'complete', n: 2 }, options: { queue: q, dedup: { scope: 'complete', mode: 'extend', delayMs: 0 } } },
         { task: 'reindex', args: { scope: 'complete', n: 3 }, options: { queue: q, dedup: { scope: 'complete', mode: 'replace' } } },
       ])),
@@ -78,7 +58,7 @@ describe('debounce: a request while the job runs', () => {
       [followUp, 'available', 'complete', null],
     ]);
     // Released, the follow-up is the scope's waiting job: the next request replaces its args.
-    expect(await queue.enqueue('reindex', { scope: 'complete', n: 4 }, { queue: q, dedup: { scope: 'complete', mode: 'replace' } })).toEqual({
+    expect(await h.queue.enqueue('reindex', { scope: 'complete', n: 4 }, { queue: q, dedup: { scope: 'complete', mode: 'replace' } })).toEqual({
       id: followUp,
       deduplicated: true,
       replaced: true,
@@ -88,13 +68,13 @@ describe('debounce: a request while the job runs', () => {
   it('a job that will retry keeps its follow-up, which the requests replace; its final failure releases it', async () => {
     const { q, first, worker, claimed } = await running('fail', { maxAttempts: 2 });
     const dedup = { scope: 'fail', mode: 'replace' } as const;
-    const followUp = await queue.enqueue('reindex', { scope: 'fail', n: 1 }, { queue: q, dedup });
+    const followUp = await h.queue.enqueue('reindex', { scope: 'fail', n: 1 }, { queue: q, dedup });
     const fail = (row: ClaimedRow) =>
-      sql.query(`SELECT * FROM stampeded_fail($1, $2, $3, $4::smallint, 'raised', 'boom', 0)`, [row.queue, row.id, worker, row.attempt]);
+      h.sql.query(`SELECT * FROM stampeded_fail($1, $2, $3, $4::smallint, 'raised', 'boom', 0)`, [row.queue, row.id, worker, row.attempt]);
 
     await fail(claimed[0]);
     // Waiting to retry, the job still holds the scope; the request goes to the follow-up, not to the retry.
-    const again = await queue.enqueue('reindex', { scope: 'fail', n: 2 }, { queue: q, dedup });
+    const again = await h.queue.enqueue('reindex', { scope: 'fail', n: 2 }, { queue: q, dedup });
     expect(again).toEqual({ id: followUp.id, deduplicated: true, replaced: true, runsAfter: first.id });
     expect((await scopeJobs('fail')).map((j) => [j.state, j.args.n])).toEqual([
       ['retryable', 0],
@@ -114,31 +94,31 @@ describe('debounce: a request while the job runs', () => {
     const dedup = (scope: string) => ({ scope, mode: 'replace' }) as const;
 
     const cancelled = await running('cancel');
-    const behindCancelled = await queue.enqueue('reindex', { scope: 'cancel', n: 1 }, { queue: cancelled.q, dedup: dedup('cancel') });
-    await queue.cancel(cancelled.first.id);
+    const behindCancelled = await h.queue.enqueue('reindex', { scope: 'cancel', n: 1 }, { queue: cancelled.q, dedup: dedup('cancel') });
+    await h.queue.cancel(cancelled.first.id);
     expect((await scopeJobs('cancel')).map((j) => [j.id, j.state, j.dedup_scope])).toEqual([
       [cancelled.first.id, 'cancelled', null],
       [behindCancelled.id, 'available', 'cancel'],
     ]);
 
     const discarded = await running('discard', { maxAttempts: 3 });
-    const behindDiscarded = await queue.enqueue('reindex', { scope: 'discard', n: 1 }, { queue: discarded.q, dedup: dedup('discard') });
-    await sql.query(`SELECT * FROM stampeded_fail($1, $2, $3, $4::smallint, 'raised', 'boom', 60000)`, [
+    const behindDiscarded = await h.queue.enqueue('reindex', { scope: 'discard', n: 1 }, { queue: discarded.q, dedup: dedup('discard') });
+    await h.sql.query(`SELECT * FROM stampeded_fail($1, $2, $3, $4::smallint, 'raised', 'boom', 60000)`, [
       discarded.q,
       discarded.first.id,
       discarded.worker,
       discarded.claimed[0].attempt,
     ]);
-    await sql.query(`SELECT * FROM stampeded_discard($1, $2, 'dropped by an operator')`, [discarded.first.id, discarded.q]);
+    await h.sql.query(`SELECT * FROM stampeded_discard($1, $2, 'dropped by an operator')`, [discarded.first.id, discarded.q]);
     expect((await scopeJobs('discard')).map((j) => [j.id, j.state, j.dedup_scope])).toEqual([
       [discarded.first.id, 'discarded', null],
       [behindDiscarded.id, 'available', 'discard'],
     ]);
 
     const reaped = await running('reap', { maxAttempts: 1 });
-    const behindReaped = await queue.enqueue('reindex', { scope: 'reap', n: 1 }, { queue: reaped.q, dedup: dedup('reap') });
-    await sql.query(`UPDATE stampeded_workers SET last_heartbeat = now() - interval '1 hour' WHERE id = $1`, [reaped.worker]);
-    await sql.query(`SELECT * FROM stampeded_reap(interval '1 minute')`);
+    const behindReaped = await h.queue.enqueue('reindex', { scope: 'reap', n: 1 }, { queue: reaped.q, dedup: dedup('reap') });
+    await h.sql.query(`UPDATE stampeded_workers SET last_heartbeat = now() - interval '1 hour' WHERE id = $1`, [reaped.worker]);
+    await h.sql.query(`SELECT * FROM stampeded_reap(interval '1 minute')`);
     expect((await scopeJobs('reap')).map((j) => [j.id, j.state, j.dedup_scope])).toEqual([
       [reaped.first.id, 'discarded', null],
       [behindReaped.id, 'available', 'reap'],
@@ -146,29 +126,29 @@ describe('debounce: a request while the job runs', () => {
   });
 
   it("joins the caller's transaction, whose commit the running job's outcome waits for", async () => {
-    const dataSource = app.get(DataSource);
+    const dataSource = h.app.get(DataSource);
     const { q, first, worker, claimed } = await running('tx');
     const dedup = { scope: 'tx', mode: 'extend', delayMs: 0 } as const;
     await expect(
       dataSource.transaction(async (manager) => {
-        await queue.enqueue('reindex', { scope: 'tx', n: 1 }, { queue: q, dedup, manager });
+        await h.queue.enqueue('reindex', { scope: 'tx', n: 1 }, { queue: q, dedup, manager });
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
     expect((await scopeJobs('tx')).map((j) => j.id)).toEqual([first.id]);
 
     // The job finishes while the transaction that asked for its follow-up is still open: the outcome waits for its commit and then releases it.
-    const completer = await sqlClient(db.url);
+    const completer = await sqlClient(h.db.url);
     try {
       let completed: Promise<string[]> | undefined;
       let followUp: EnqueueResult | undefined;
       await dataSource.transaction(async (manager) => {
-        followUp = await queue.enqueue('reindex', { scope: 'tx', n: 2 }, { queue: q, dedup, manager });
+        followUp = await h.queue.enqueue('reindex', { scope: 'tx', n: 2 }, { queue: q, dedup, manager });
         completed = jobs.completeMany(worker, claimed, completer);
         const deadline = Date.now() + 10_000;
         const waiting = async () =>
           (
-            await sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [
+            await h.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [
               (completer as unknown as { processID: number }).processID,
             ])
           ).rowCount;
@@ -189,7 +169,7 @@ describe('debounce: a request while the job runs', () => {
   });
 
   it('requests racing from two processes, and the running job finishing among them, leave one job with the last args', async () => {
-    const queues = [queue, other.get(QueueService)];
+    const queues = [h.queue, h.other.get(QueueService)];
     for (let round = 0; round < 20; round++) {
       const scope = `race-${round}`;
       const { q, first, worker, claimed } = await running(scope);
@@ -197,7 +177,7 @@ describe('debounce: a request while the job runs', () => {
       const requests = Array.from({ length: 8 }, (_, n) => queues[n % 2].enqueue('reindex', { scope, n: n + 1 }, options(n)));
       // Every other round the running job completes in the middle of the requests.
       const [results] = await Promise.all([Promise.all(requests), round % 2 ? requests[2].then(() => jobs.completeMany(worker, claimed)) : null]);
-      const last = await queue.enqueue('reindex', { scope, n: 9 }, options(9));
+      const last = await h.queue.enqueue('reindex', { scope, n: 9 }, options(9));
       const rows = await scopeJobs(scope);
       // The running job, and one job after it, whatever the order in which the requests and the completion landed.
       expect(rows.map((j) => j.id)).toEqual([first.id, last.id]);

@@ -1,47 +1,24 @@
-import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import type pg from 'pg';
 import { QueueService, type EnqueueResult } from '@stampeded/nestjs';
-import type { TestDatabase } from '@stampeded/testing';
-import { bootApp, sqlClient, testDatabase } from '../support/test-app.js';
+import { sqlClient, twoEnqueuingApps } from '../support/test-app.js';
 import { jobSql } from '../support/job-sql.js';
 
 // Dedup modes replace and extend (docs/enqueue.md, "Debounce"): a duplicate
 // changes the waiting job of its scope, never a claimed one (the requests
 // that wait behind a claimed one: debounce-follow-up.e2e-spec.ts).
 describe('enqueue with a debouncing dedup', () => {
-  let db: TestDatabase;
-  let app: INestApplicationContext;
-  let other: INestApplicationContext;
-  let queue: QueueService;
-  let sql: pg.Client;
-  const jobs = jobSql(() => sql);
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    app = await bootApp(db.url, { stampeded: { worker: { enabled: false } } });
-    // A second app with its own pool: the other process of the races below.
-    other = await bootApp(db.url, { via: 'connection', stampeded: { worker: { enabled: false } } });
-    queue = app.get(QueueService);
-    sql = await sqlClient(db.url);
-  });
-
-  afterAll(async () => {
-    await sql?.end();
-    await other?.close();
-    await app?.close();
-    await db?.drop();
-  });
+  const h = twoEnqueuingApps();
+  const jobs = jobSql(() => h.sql);
 
   const jobsOf = async (scope: string) =>
-    (await sql.query(`SELECT id::text, args, meta, state, scheduled_at, inserted_at FROM stampeded_jobs WHERE dedup_scope = $1`, [scope])).rows;
+    (await h.sql.query(`SELECT id::text, args, meta, state, scheduled_at, inserted_at FROM stampeded_jobs WHERE dedup_scope = $1`, [scope])).rows;
 
   it('replace: five requests leave one job with the last args, and the meta of other runtimes', async () => {
     const results: EnqueueResult[] = [];
     for (let n = 1; n <= 5; n++) {
-      results.push(await queue.enqueue('reindex', { user: 42, n }, { meta: { n }, dedup: { scope: 'reindex:42', mode: 'replace' } }));
+      results.push(await h.queue.enqueue('reindex', { user: 42, n }, { meta: { n }, dedup: { scope: 'reindex:42', mode: 'replace' } }));
       // Another runtime's meta key on the job, which a replace must keep.
-      if (n === 1) await sql.query(`UPDATE stampeded_jobs SET meta = meta || '{"python":{"trace":"t"}}' WHERE id = $1`, [results[0].id]);
+      if (n === 1) await h.sql.query(`UPDATE stampeded_jobs SET meta = meta || '{"python":{"trace":"t"}}' WHERE id = $1`, [results[0].id]);
     }
     expect(results[0]).toEqual({ id: results[0].id, deduplicated: false });
     for (const result of results.slice(1)) expect(result).toEqual({ id: results[0].id, deduplicated: true, replaced: true });
@@ -54,13 +31,13 @@ describe('enqueue with a debouncing dedup', () => {
     const dedup = { scope: 'reindex:43', mode: 'extend', delayMs: 60_000 } as const;
     let beforeLast: Date | undefined;
     for (let n = 1; n <= 5; n++) {
-      if (n === 5) beforeLast = (await sql.query(`SELECT clock_timestamp() AS t`)).rows[0].t;
-      await queue.enqueue('reindex', { user: 43, n }, { dedup });
+      if (n === 5) beforeLast = (await h.sql.query(`SELECT clock_timestamp() AS t`)).rows[0].t;
+      await h.queue.enqueue('reindex', { user: 43, n }, { dedup });
     }
     const rows = await jobsOf('reindex:43');
     expect(rows).toHaveLength(1);
     expect(rows[0].args).toEqual({ user: 43, n: 5 });
-    const { rows: due } = await sql.query(`SELECT scheduled_at >= $2::timestamptz + interval '60 seconds' AS after_last FROM stampeded_jobs WHERE id = $1`, [
+    const { rows: due } = await h.sql.query(`SELECT scheduled_at >= $2::timestamptz + interval '60 seconds' AS after_last FROM stampeded_jobs WHERE id = $1`, [
       rows[0].id,
       beforeLast,
     ]);
@@ -69,23 +46,23 @@ describe('enqueue with a debouncing dedup', () => {
 
   it('extend: maxDelayMs caps the push-back from the first request, and past it the job keeps its time', async () => {
     const dedup = { scope: 'capped', mode: 'extend', delayMs: 60_000, maxDelayMs: 120_000 } as const;
-    const first = await queue.enqueue('reindex', { n: 1 }, { dedup });
+    const first = await h.queue.enqueue('reindex', { n: 1 }, { dedup });
     // As if the requests had kept coming for 100 s: the cap is now 20 s away, nearer than a new delay.
-    await sql.query(
+    await h.sql.query(
       `UPDATE stampeded_jobs SET inserted_at = inserted_at - interval '100 seconds', scheduled_at = scheduled_at - interval '100 seconds' WHERE id = $1`,
       [first.id],
     );
-    await queue.enqueue('reindex', { n: 2 }, { dedup });
-    const { rows: capped } = await sql.query(`SELECT args, scheduled_at = inserted_at + interval '120 seconds' AS at_cap FROM stampeded_jobs WHERE id = $1`, [
+    await h.queue.enqueue('reindex', { n: 2 }, { dedup });
+    const { rows: capped } = await h.sql.query(`SELECT args, scheduled_at = inserted_at + interval '120 seconds' AS at_cap FROM stampeded_jobs WHERE id = $1`, [
       first.id,
     ]);
     expect(capped[0]).toEqual({ args: { n: 2 }, at_cap: true });
 
     // Past the cap: the newest args still replace, the run time stays.
-    await sql.query(`UPDATE stampeded_jobs SET inserted_at = inserted_at - interval '1 hour' WHERE id = $1`, [first.id]);
-    const runAt = async () => (await sql.query(`SELECT scheduled_at::text AS at FROM stampeded_jobs WHERE id = $1`, [first.id])).rows[0].at;
+    await h.sql.query(`UPDATE stampeded_jobs SET inserted_at = inserted_at - interval '1 hour' WHERE id = $1`, [first.id]);
+    const runAt = async () => (await h.sql.query(`SELECT scheduled_at::text AS at FROM stampeded_jobs WHERE id = $1`, [first.id])).rows[0].at;
     const before = await runAt();
-    const third = await queue.enqueue('reindex', { n: 3 }, { dedup });
+    const third = await h.queue.enqueue('reindex', { n: 3 }, { dedup });
     expect(third).toEqual({ id: first.id, deduplicated: true, replaced: true });
     expect((await jobsOf('capped'))[0].args).toEqual({ n: 3 });
     expect(await runAt()).toBe(before);
@@ -93,15 +70,15 @@ describe('enqueue with a debouncing dedup', () => {
 
   it('never changes a claimed job: the requests wait behind it as one follow-up, which takes the scope once the job finishes', async () => {
     const dedup = { scope: 'running', mode: 'extend', delayMs: 0 } as const;
-    const first = await queue.enqueue('reindex', { n: 1 }, { queue: 'debounce-claim', dedup });
+    const first = await h.queue.enqueue('reindex', { n: 1 }, { queue: 'debounce-claim', dedup });
     const worker = await jobs.worker();
     const claimed = await jobs.claim('debounce-claim', worker, 10);
     expect(claimed.map((c) => c.id)).toEqual([first.id]);
-    const held = async () => (await sql.query(`SELECT args, state, scheduled_at::text AS at FROM stampeded_jobs WHERE dedup_scope = 'running'`)).rows;
+    const held = async () => (await h.sql.query(`SELECT args, state, scheduled_at::text AS at FROM stampeded_jobs WHERE dedup_scope = 'running'`)).rows;
     const before = await held();
 
-    const during = await queue.enqueue('reindex', { n: 2 }, { queue: 'debounce-claim', dedup });
-    const [inBatch] = await queue.enqueueMany([
+    const during = await h.queue.enqueue('reindex', { n: 2 }, { queue: 'debounce-claim', dedup });
+    const [inBatch] = await h.queue.enqueueMany([
       { task: 'reindex', args: { n: 3 }, options: { queue: 'debounce-claim', dedup: { scope: 'running', mode: 'replace' } } },
     ]);
     expect(during).toEqual({ id: during.id, deduplicated: true, replaced: true, runsAfter: first.id });
@@ -110,14 +87,14 @@ describe('enqueue with a debouncing dedup', () => {
     expect(before).toMatchObject([{ args: { n: 1 }, state: 'executing' }]);
 
     expect(await jobs.completeMany(worker, claimed)).toEqual([first.id]);
-    const next = await queue.enqueue('reindex', { n: 4 }, { queue: 'debounce-claim', dedup });
+    const next = await h.queue.enqueue('reindex', { n: 4 }, { queue: 'debounce-claim', dedup });
     expect(next).toEqual({ id: during.id, deduplicated: true, replaced: true });
     expect((await jobsOf('running')).map((r) => [r.id, r.args, r.state])).toEqual([[during.id, { n: 4 }, 'available']]);
   });
 
   it('in enqueueMany: the newest of each scope counts, within the batch and against a waiting job', async () => {
     const dedup = (scope: string) => ({ scope, mode: 'replace' }) as const;
-    const results = await queue.enqueueMany([
+    const results = await h.queue.enqueueMany([
       { task: 'reindex', args: { n: 1 }, options: { dedup: dedup('many-a') } },
       { task: 'reindex', args: { n: 2 }, options: { dedup: dedup('many-b') } },
       { task: 'reindex', args: { n: 3 }, options: { dedup: dedup('many-a') } },
@@ -136,7 +113,7 @@ describe('enqueue with a debouncing dedup', () => {
     expect((await jobsOf('many-a')).map((r) => [r.id, r.args])).toEqual([[results[0].id, { n: 5 }]]);
     expect((await jobsOf('many-b')).map((r) => r.args)).toEqual([{ n: 2 }]);
 
-    const again = await queue.enqueueMany([
+    const again = await h.queue.enqueueMany([
       { task: 'reindex', args: { n: 6 }, options: { dedup: dedup('many-b') } },
       { task: 'reindex', args: { n: 7 }, options: { dedup: dedup('many-b') } },
     ]);
@@ -148,27 +125,27 @@ describe('enqueue with a debouncing dedup', () => {
   });
 
   it("joins the caller's transaction: a rollback changes nothing, a commit replaces", async () => {
-    const dataSource = app.get(DataSource);
+    const dataSource = h.app.get(DataSource);
     const dedup = { scope: 'in-tx', mode: 'extend', delayMs: 60_000 } as const;
-    const first = await queue.enqueue('reindex', { n: 1 }, { dedup });
+    const first = await h.queue.enqueue('reindex', { n: 1 }, { dedup });
     const before = await jobsOf('in-tx');
     await expect(
       dataSource.transaction(async (manager) => {
-        expect(await queue.enqueue('reindex', { n: 2 }, { dedup, manager })).toEqual({ id: first.id, deduplicated: true, replaced: true });
-        await queue.enqueueMany([{ task: 'reindex', args: { n: 3 }, options: { dedup: { scope: 'in-tx-new', mode: 'replace' } } }], { manager });
+        expect(await h.queue.enqueue('reindex', { n: 2 }, { dedup, manager })).toEqual({ id: first.id, deduplicated: true, replaced: true });
+        await h.queue.enqueueMany([{ task: 'reindex', args: { n: 3 }, options: { dedup: { scope: 'in-tx-new', mode: 'replace' } } }], { manager });
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
     expect(await jobsOf('in-tx')).toEqual(before);
     expect(await jobsOf('in-tx-new')).toEqual([]);
 
-    await dataSource.transaction((manager) => queue.enqueue('reindex', { n: 4 }, { dedup, manager }));
+    await dataSource.transaction((manager) => h.queue.enqueue('reindex', { n: 4 }, { dedup, manager }));
     expect((await jobsOf('in-tx')).map((r) => r.args)).toEqual([{ n: 4 }]);
   });
 
   it('two processes racing debounced enqueues and a claim leave one job per scope, and never change the claimed one', async () => {
-    const queues = [queue, other.get(QueueService)];
-    const claimer = await sqlClient(db.url);
+    const queues = [h.queue, h.other.get(QueueService)];
+    const claimer = await sqlClient(h.db.url);
     try {
       const worker = await jobs.worker();
       for (let round = 0; round < 40; round++) {
@@ -191,7 +168,7 @@ describe('enqueue with a debouncing dedup', () => {
         const rows = await jobsOf(scope);
         expect(rows).toHaveLength(1);
         // The requests that came after the claim wait behind the claimed job, as its one follow-up.
-        const behind = (await sql.query(`SELECT id::text FROM stampeded_jobs WHERE dedup_follows = $1`, [rows[0].id])).rows.map((r) => r.id);
+        const behind = (await h.sql.query(`SELECT id::text FROM stampeded_jobs WHERE dedup_follows = $1`, [rows[0].id])).rows.map((r) => r.id);
         expect(behind.length).toBeLessThanOrEqual(claimed.length);
         expect(new Set(results.map((r) => r.id))).toEqual(new Set([rows[0].id, ...behind]));
         expect(results.filter((r) => !r.deduplicated)).toHaveLength(1);

@@ -2,7 +2,7 @@ import { Module, type DynamicModule, type INestApplicationContext, type Provider
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import pg from 'pg';
-import { migrate, StampededModule, type RegisterQueueOptions, type StampededModuleOptions } from '@stampeded/nestjs';
+import { migrate, QueueService, StampededModule, type RegisterQueueOptions, type StampededModuleOptions } from '@stampeded/nestjs';
 import { createTestDatabase, type TestDatabase } from '@stampeded/testing';
 
 /** A database of this test file's own, on the run's one server. */
@@ -93,6 +93,36 @@ export function migratedDatabase(): { readonly db: TestDatabase; readonly sql: p
   });
   afterAll(async () => {
     await handle.sql?.end();
+    await handle.db?.drop();
+  });
+  return handle;
+}
+
+/**
+ * Two apps on one database of this file's own, neither running a worker:
+ * `app` through TypeORM and `other` through a pool of its own (two processes
+ * racing the same enqueues), plus `queue` (app's) and a client `sql`. Set up
+ * before the file's tests and closed after them.
+ */
+export function twoEnqueuingApps(): {
+  readonly db: TestDatabase;
+  readonly app: INestApplicationContext;
+  readonly other: INestApplicationContext;
+  readonly queue: QueueService;
+  readonly sql: pg.Client;
+} {
+  const handle = {} as { db: TestDatabase; app: INestApplicationContext; other: INestApplicationContext; queue: QueueService; sql: pg.Client };
+  beforeAll(async () => {
+    handle.db = await testDatabase();
+    handle.app = await bootApp(handle.db.url, { stampeded: { worker: { enabled: false } } });
+    handle.other = await bootApp(handle.db.url, { via: 'connection', stampeded: { worker: { enabled: false } } });
+    handle.queue = handle.app.get(QueueService);
+    handle.sql = await sqlClient(handle.db.url);
+  });
+  afterAll(async () => {
+    await handle.sql?.end();
+    await handle.other?.close();
+    await handle.app?.close();
     await handle.db?.drop();
   });
   return handle;
