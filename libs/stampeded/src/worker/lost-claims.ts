@@ -15,9 +15,9 @@ import { isConnectionError, type OutcomeRecorder } from './outcome-recorder.js';
  *   commits: an outcome recorded there is gone, and the new primary still
  *   has the job claimed by us (test/failover/lost-outcomes.e2e-spec.ts).
  * Once the database answers after a claim failed on its connection or the
- * server ended idle connections, and no claim is in flight, they are given back without spending an attempt. A job
- * we hold (running, buffered) or whose outcome is on its way is never among
- * them.
+ * server ended idle connections, and no claim is in flight, they are given
+ * back without spending an attempt. A job we hold (running, buffered) or
+ * whose outcome is on its way is never among them.
  */
 export class LostClaims {
   /** Claim statements awaiting their answer. */
